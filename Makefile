@@ -1,0 +1,27 @@
+# Two entry points (README Quickstart): `make demo` and `make test`. Both set up .venv first.
+# torch is installed before anything that depends on it, so pip never pulls a multi-GB CUDA
+# build on a CPU machine; on a GPU machine, install your own torch first (TORCH_SPEC is skipped
+# when the venv can already import torch).
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.drtriton-installed
+
+.PHONY: demo test setup
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints/ci.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -c constraints/ci.txt -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/drtriton optimize examples/mlp_block.py
+
+test: $(STAMP)
+	$(BIN)/python -m pytest

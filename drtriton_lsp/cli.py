@@ -1,0 +1,263 @@
+"""The `drtriton` command line: optimize a file's modules, verify a candidate, or serve as a worker.
+
+Exit codes: 0 every target verified; 1 a candidate was rejected or none was generated;
+2 bad input (file, syntax, target, example inputs, capture, device); 3 internal error; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.text import Text
+
+from drtriton_lsp import __version__
+from drtriton_lsp.errors import DrtritonError, WorkerError
+
+EXIT_OK = 0
+EXIT_NOT_VERIFIED = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "worker":
+        from drtriton_lsp.runners.worker import main as worker_main
+
+        return worker_main()
+    console = Console(stderr=True)
+    try:
+        if args.command == "optimize":
+            return optimize_command(args, console)
+        return verify_command(args, console)
+    except WorkerError as error:
+        say(console, "internal error: ", "bold red", f"{error.message}\n{error.hint}")
+        return EXIT_INTERNAL
+    except DrtritonError as error:
+        say(console, "error: ", "bold red", error.located())
+        if error.hint:
+            say(console, "what to do: ", "yellow", error.hint)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: worker stopped, nothing written[/]")
+        return EXIT_INTERRUPTED
+    except Exception:  # noqa: BLE001 - a bug in drtriton: show it, exit with the internal-error code
+        console.print("[bold red]internal error (a drtriton bug, please report it):[/]")
+        console.print(traceback.format_exc(), markup=False, highlight=False)
+        return EXIT_INTERNAL
+
+
+def say(console: Console, label: str, style: str, text: str) -> None:
+    """Print a styled label and then user text verbatim (brackets in code are not markup)."""
+    console.print(Text(label, style=style) + Text(text), highlight=False)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="drtriton", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"drtriton {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    optimize = commands.add_parser("optimize", help="generate, verify and benchmark Triton kernels for a file's modules")
+    optimize.add_argument("file", type=Path)
+    optimize.add_argument("--target", help="the module or function to optimize (default: every target with example inputs)")
+    _device_option(optimize)
+    optimize.add_argument("--json", type=Path, help="write the report (a list of reports for several targets) as JSON")
+    optimize.add_argument("--markdown", type=Path, help="write the report as Markdown")
+    optimize.add_argument("--write", action="store_true", help="write verified kernels back into FILE")
+    optimize.add_argument("--trials", type=int, default=5, help="verification trials with fresh inputs (default 5)")
+
+    verify = commands.add_parser("verify", help="check a KernelBench-form candidate (ModelNew) against a task (Model)")
+    verify.add_argument("task_file", type=Path)
+    verify.add_argument("candidate_file", type=Path)
+    _device_option(verify)
+    verify.add_argument("--json", type=Path, help="write the report as JSON")
+    verify.add_argument("--trials", type=int, default=5, help="verification trials with fresh inputs (default 5)")
+
+    commands.add_parser("worker", help="serve JSON-RPC jobs on stdin/stdout (used by drtriton itself)")
+    return parser
+
+
+def _device_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="auto: the GPU if the worker sees one, else the CPU with Triton's interpreter",
+    )
+
+
+def optimize_command(args: argparse.Namespace, console: Console) -> int:
+    from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target, provenance_text
+    from drtriton_lsp.engine.report import one_line, to_markdown
+    from drtriton_lsp.engine.verify import Cancelled
+    from drtriton_lsp.runners.local import LocalRunner
+    from drtriton_lsp.source.extract import targets_with_inputs
+    from drtriton_lsp.source.writeback import write_back
+
+    path = str(args.file)
+    original = read_source(args.file)
+    names = [args.target] if args.target else choose_targets(targets_with_inputs(original, path), path)
+    options = OptimizeOptions(device=args.device, trials=args.trials)
+    runner = LocalRunner()
+    outcomes = []
+    for name in names:
+        with console.status(f"[bold]{name}[/]: starting", spinner="dots") as status:
+
+            def progress(message: str, _name=name, _status=status) -> None:
+                _status.update(f"[bold]{_name}[/]: {message}")
+
+            try:
+                outcome = optimize_target(original, path, name, options=options, runner=runner, progress=progress)
+            except Cancelled:
+                raise KeyboardInterrupt from None
+        outcomes.append(outcome)
+        console.print(Text(one_line(outcome.report)), highlight=False)
+
+    reports = [o.report for o in outcomes]
+    print_reports(reports, console)
+    if args.json:
+        args.json.write_text(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2) + "\n")
+    if args.markdown:
+        args.markdown.write_text("\n".join(to_markdown(r) for r in reports))
+    if args.write:
+        write_verified(args.file, original, outcomes, console, write_back, provenance_text)
+    return EXIT_OK if all(o.verified for o in outcomes) else EXIT_NOT_VERIFIED
+
+
+def choose_targets(availability: list[Any], path: str) -> list[str]:
+    """Every target with example inputs; none is a bad-input error that says how to add them."""
+    chosen = [entry.target.name for entry in availability if entry.available]
+    if chosen:
+        return chosen
+    if not availability:
+        raise DrtritonError("no nn.Module or torch function found", "drtriton optimizes classes deriving from nn.Module", path=path)
+    first = availability[0]
+    if len(availability) == 1 and first.problem is not None:
+        raise first.problem
+    raise DrtritonError(
+        "no target has example inputs: " + ", ".join(entry.target.name for entry in availability),
+        f"choose one with --target, and add a comment line '# drtriton: inputs = [torch.randn(...)]' "
+        f"directly above it (e.g. above {first.target.name}, line {first.target.span.start_line}), "
+        "or define get_inputs() and get_init_inputs()",
+        path=path,
+    )
+
+
+def write_verified(file: Path, original: str, outcomes, console: Console, write_back, provenance_text) -> None:
+    """Apply every verified target's edit to the text we read; refuse if the file changed since."""
+    text = original
+    written = []
+    for outcome in outcomes:
+        if not outcome.verified:
+            say(console, "not written: ", "yellow", f"{outcome.report['target']} was not verified")
+            continue
+        text = write_back(
+            text,
+            outcome.report["target"],
+            outcome.program,
+            provenance_text(outcome),
+            mode_dependent=outcome.mode_dependent,
+        )
+        written.append(outcome.report["target"])
+    if not written:
+        return
+    if read_source(file) != original:
+        raise DrtritonError(
+            f"{file} changed while drtriton was working; nothing was written",
+            "run drtriton optimize again on the current file",
+            path=str(file),
+        )
+    atomic_write(file, text)
+    say(console, "wrote ", "green", f"{', '.join(written)} into {file}")
+
+
+def verify_command(args: argparse.Namespace, console: Console) -> int:
+    from drtriton_lsp.engine.devices import describe_device, resolve_device
+    from drtriton_lsp.engine.report import build_report, one_line
+    from drtriton_lsp.engine.task import Task
+    from drtriton_lsp.engine.verify import Cancelled, verify_candidate
+    from drtriton_lsp.runners.local import JobFailure, LocalRunner
+
+    task = Task.from_file(args.task_file)
+    candidate = read_source(args.candidate_file)
+    runner = LocalRunner()
+    python_path = [str(args.task_file.resolve().parent)]
+    with console.status("checking the worker's devices", spinner="dots") as status:
+        try:
+            devices = runner.call("capabilities", {}, python_path=python_path)
+        except JobFailure as failure:
+            say(console, "internal error: ", "bold red", f"the worker did not start: {failure.detail}\n{failure.stderr_tail}")
+            return EXIT_INTERNAL
+        device = resolve_device(args.device, devices, str(args.task_file))
+        try:
+            verdict = verify_candidate(
+                task,
+                candidate,
+                device=device,
+                runner=runner,
+                trials=args.trials,
+                on_progress=lambda message: status.update(f"verifying: {message}"),
+                python_path=python_path,
+            )
+        except Cancelled:
+            raise KeyboardInterrupt from None
+    report = build_report(
+        file=str(args.candidate_file),
+        target=args.task_file.stem,
+        status="verified" if verdict.verified else "failed",
+        device=describe_device(device, devices),
+        verdict=verdict,
+        timing=None,
+        timing_note="drtriton verify checks correctness only",
+        search={"backend": "external", "candidates": 1, "verified": int(verdict.verified), "seconds": None},
+        kernel_source=candidate,
+        schedule=None,
+        replaced_ops=[],
+        kept_ops=[],
+        message="" if verdict.verified else verdict.explanation,
+        versions=devices["versions"],
+    )
+    console.print(Text(one_line(report)), highlight=False)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return EXIT_OK if verdict.verified else EXIT_NOT_VERIFIED
+
+
+def print_reports(reports: list[dict[str, Any]], console: Console) -> None:
+    from drtriton_lsp.engine.report import to_markdown
+
+    for report in reports:
+        console.print(Markdown(to_markdown(report)))
+
+
+def read_source(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DrtritonError(f"{path} does not exist", "check the path") from None
+    except UnicodeDecodeError:
+        raise DrtritonError(f"{path} is not UTF-8 text", "drtriton reads Python source files") from None
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename, so a crash never leaves half a file."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        stream.write(text)
+    os.chmod(temporary, path.stat().st_mode & 0o777)
+    os.replace(temporary, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

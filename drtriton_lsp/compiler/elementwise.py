@@ -1,0 +1,490 @@
+"""The elementwise ATen overloads the compiler fuses, and how each becomes Triton statements.
+
+One `ElementwiseOp` per overload that `torch.export` emits; its renderer writes float32 Triton
+code with the same forward semantics as PyTorch (NaN propagation included).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from drtriton_lsp.compiler.graph import OpGraph, OpNode
+from drtriton_lsp.compiler.names import NameScope
+
+# Output dtypes a fused kernel may produce (it computes in float32 and rounds on store).
+FUSIBLE_DTYPES = ("float32", "float16", "bfloat16")
+# Dtypes a fused kernel may read: loaded as float32, except bool (int1: a condition, or 0/1 in math).
+READABLE_DTYPES = FUSIBLE_DTYPES + ("float64", "int64", "int32", "int16", "int8", "uint8", "bool")
+TRITON_DTYPES = {"float32": "tl.float32", "float16": "tl.float16", "bfloat16": "tl.bfloat16"}
+# Schema argument types, as `str(argument.type)` spells them.
+TENSOR_TYPES = ("Tensor", "Optional[Tensor]")
+NUMBER_TYPES = ("number", "Optional[number]", "float", "Optional[float]")
+
+
+@dataclass(frozen=True)
+class TensorOperand:
+    """A tensor argument inside the kernel: a float32 variable, or an int1 one for bool tensors."""
+
+    variable: str
+    is_bool: bool
+
+
+DEVICE_HELPER_SOURCES = {
+    "tanh": '''@triton.jit
+def {name}(x):
+    """tanh in float32, built from tl.exp (Triton's core language has no tanh that runs everywhere)."""
+    magnitude = tl.abs(x)
+    # exp(-2|x|) cannot overflow, and (1 - e) / (1 + e) is accurate once |x| is not tiny
+    e = tl.exp(-2.0 * magnitude)
+    large = (1.0 - e) / (1.0 + e)
+    # near zero 1 - e cancels, so use the odd Taylor series there (truncation error < 1e-7 relative)
+    x2 = x * x
+    small = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0)))))
+    return tl.where(magnitude < 0.3, small, tl.where(x < 0.0, -large, large))
+''',
+}
+
+
+class DeviceHelpers:
+    """The `@triton.jit` device functions that kernels call, each emitted once if any kernel uses it.
+
+    Every helper's name is reserved up front, so kernel variables can never shadow one.
+    """
+
+    def __init__(self, prefix: str, module_scope: NameScope):
+        self._names = {helper: module_scope.fresh(f"{prefix}_{helper}") for helper in sorted(DEVICE_HELPER_SOURCES)}
+        self._used: set[str] = set()
+
+    def name_of(self, helper: str) -> str:
+        self._used.add(helper)
+        return self._names[helper]
+
+    def sources(self) -> list[str]:
+        return [DEVICE_HELPER_SOURCES[helper].format(name=self._names[helper]) for helper in sorted(self._used)]
+
+
+@dataclass
+class OpRendering:
+    """What a renderer sees: the bound arguments (TensorOperand or literal) and where to write."""
+
+    target: str
+    arguments: dict[str, Any]
+    scope: NameScope
+    helpers: DeviceHelpers
+
+    def number(self, name: str) -> str:
+        """Argument `name` as a float32 expression."""
+        return float_expression(self.arguments[name])
+
+    def assign(self, expression: str) -> list[str]:
+        return [f"{self.target} = {expression}"]
+
+
+def float_expression(value: Any) -> str:
+    if isinstance(value, TensorOperand):
+        return f"{value.variable}.to(tl.float32)" if value.is_bool else value.variable
+    return float_literal(value)
+
+
+def float_literal(value: float | int) -> str:
+    return repr(float(value))
+
+
+Renderer = Callable[[OpRendering], list[str]]
+Acceptor = Callable[[dict[str, Any]], bool]  # the op's bound arguments -> fusible?
+
+
+@dataclass(frozen=True)
+class ElementwiseOp:
+    """A fusible overload. short_name names kernels; may_return_input marks ops that can alias."""
+
+    short_name: str
+    render: Renderer
+    accepts: Acceptor | None = None
+    may_return_input: bool = False
+
+
+def _unary(expression: str) -> Renderer:
+    """A renderer for `target = expression` where {x} is the first argument ("self" or "input")."""
+
+    def render(call: OpRendering) -> list[str]:
+        first = next(iter(call.arguments))
+        return call.assign(expression.format(x=call.number(first)))
+
+    return render
+
+
+def _with_alpha(call: OpRendering, name: str) -> str:
+    alpha = call.arguments["alpha"]
+    operand = call.number(name)
+    return operand if alpha == 1 else f"{operand} * {float_literal(alpha)}"
+
+
+def _render_add(call: OpRendering) -> list[str]:
+    return call.assign(f"{call.number('self')} + {_with_alpha(call, 'other')}")
+
+
+def _render_sub(call: OpRendering) -> list[str]:
+    return call.assign(f"{call.number('self')} - {_with_alpha(call, 'other')}")
+
+
+def _render_rsub(call: OpRendering) -> list[str]:
+    return call.assign(f"{call.number('other')} - {_with_alpha(call, 'self')}")
+
+
+def _render_mul(call: OpRendering) -> list[str]:
+    return call.assign(f"{call.number('self')} * {call.number('other')}")
+
+
+def _render_div(call: OpRendering) -> list[str]:
+    # div_rn rounds like PyTorch; Triton's `/` may be up to 2 ulp off on GPUs
+    return call.assign(f"tl.div_rn({call.number('self')}, {call.number('other')})")
+
+
+def _render_pow(call: OpRendering) -> list[str]:
+    x = call.number("self")
+    exponent = float(call.arguments["exponent"])
+    special = {
+        0.5: f"tl.sqrt_rn({x})",
+        -0.5: f"tl.rsqrt({x})",
+        1.0: x,
+        2.0: f"{x} * {x}",
+        3.0: f"{x} * {x} * {x}",
+        -1.0: f"tl.div_rn(1.0, {x})",
+        -2.0: f"tl.div_rn(1.0, {x} * {x})",
+    }
+    if exponent in special:
+        return call.assign(special[exponent])
+    if exponent.is_integer():
+        return _integer_power(call, x, int(exponent))
+    # x < 0 gives NaN through log2, as PyTorch does for a fractional exponent
+    return call.assign(f"tl.exp2({float_literal(exponent)} * tl.log2({x}))")
+
+
+def _integer_power(call: OpRendering, x: str, exponent: int) -> list[str]:
+    """x ** exponent by repeated squaring: a few roundings, and the right sign for negative x."""
+    factors: list[str] = []
+    lines: list[str] = []
+    square = x
+    remaining = abs(exponent)
+    while True:
+        if remaining & 1:
+            factors.append(square)
+        remaining >>= 1
+        if not remaining:
+            break
+        base = x if x.isidentifier() else call.target
+        next_square = call.scope.fresh(f"{base}_pow{2 ** (len(lines) + 1)}")
+        lines.append(f"{next_square} = {square} * {square}")
+        square = next_square
+    product = " * ".join(factors)
+    return lines + call.assign(product if exponent > 0 else f"tl.div_rn(1.0, {product})")
+
+
+def _render_gelu(call: OpRendering) -> list[str]:
+    x = call.number("self")
+    if call.arguments["approximate"] == "tanh":
+        tanh = call.helpers.name_of("tanh")
+        # 0.7978845608028654 = sqrt(2 / pi)
+        inner = f"0.7978845608028654 * ({x} + 0.044715 * {x} * {x} * {x})"
+        return call.assign(f"0.5 * {x} * (1.0 + {tanh}({inner}))")
+    # 0.7071067811865476 = 1 / sqrt(2)
+    return call.assign(f"{x} * 0.5 * (1.0 + tl.erf({x} * 0.7071067811865476))")
+
+
+def _render_tanh(call: OpRendering) -> list[str]:
+    return call.assign(f"{call.helpers.name_of('tanh')}({call.number('self')})")
+
+
+def _softplus_expression(scaled: str) -> str:
+    """log(1 + exp(scaled)) without overflow: max(s, 0) + log(1 + exp(-|s|))."""
+    return f"tl.where({scaled} > 0.0, {scaled}, 0.0) + tl.log(1.0 + tl.exp(-tl.abs({scaled})))"
+
+
+def _render_softplus(call: OpRendering) -> list[str]:
+    x = call.number("self")
+    beta = call.arguments["beta"]
+    threshold = float_literal(call.arguments["threshold"])
+    if beta == 1:
+        return call.assign(f"tl.where({x} > {threshold}, {x}, {_softplus_expression(x)})")
+    scaled = call.scope.fresh(f"{call.target}_scaled")
+    smooth = f"({_softplus_expression(scaled)}) / {float_literal(beta)}"
+    # PyTorch returns x itself where beta * x > threshold (linear regime)
+    return [f"{scaled} = {x} * {float_literal(beta)}", f"{call.target} = tl.where({scaled} > {threshold}, {x}, {smooth})"]
+
+
+def _render_mish(call: OpRendering) -> list[str]:
+    x = call.number("self")
+    return call.assign(f"{x} * {call.helpers.name_of('tanh')}({_softplus_expression(x)})")
+
+
+def _elu(call: OpRendering, alpha: float, scale: float, input_scale: float) -> list[str]:
+    x = call.number("self")
+    positive = x if scale == 1 else f"{x} * {float_literal(scale)}"
+    scaled_input = x if input_scale == 1 else f"{x} * {float_literal(input_scale)}"
+    negative_scale = alpha * scale
+    negative = f"(tl.exp({scaled_input}) - 1.0)"
+    if negative_scale != 1:
+        negative += f" * {float_literal(negative_scale)}"
+    return call.assign(f"tl.where({x} > 0.0, {positive}, {negative})")
+
+
+def _render_elu(call: OpRendering) -> list[str]:
+    arguments = call.arguments
+    return _elu(call, arguments["alpha"], arguments["scale"], arguments["input_scale"])
+
+
+def _render_selu(call: OpRendering) -> list[str]:
+    return _elu(call, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946, 1.0)
+
+
+def _clamp_lines(target: str, x: str, low: str | None, high: str | None) -> list[str]:
+    """min(max(x, low), high) like PyTorch: a NaN input stays NaN (comparisons with NaN are false)."""
+    lines: list[str] = []
+    current = x
+    if low is not None:
+        lines.append(f"{target} = tl.where({current} < {low}, {low}, {current})")
+        current = target
+    if high is not None:
+        lines.append(f"{target} = tl.where({current} > {high}, {high}, {current})")
+    return lines
+
+
+def _render_clamp_scalars(low_name: str | None, high_name: str | None) -> Renderer:
+    def render(call: OpRendering) -> list[str]:
+        low = call.arguments.get(low_name) if low_name else None
+        high = call.arguments.get(high_name) if high_name else None
+        return _clamp_lines(
+            call.target,
+            call.number("self"),
+            None if low is None else float_literal(low),
+            None if high is None else float_literal(high),
+        )
+
+    return render
+
+
+def _render_relu6(call: OpRendering) -> list[str]:
+    return _clamp_lines(call.target, call.number("self"), "0.0", "6.0")
+
+
+PROPAGATE_NAN = "propagate_nan=tl.PropagateNan.ALL"
+
+
+def _render_clamp_tensors(low_name: str | None, high_name: str | None) -> Renderer:
+    """Tensor bounds: PyTorch's max then min, where a NaN in any operand gives NaN."""
+
+    def render(call: OpRendering) -> list[str]:
+        expression = call.number("self")
+        if low_name and call.arguments.get(low_name) is not None:
+            expression = f"tl.maximum({expression}, {call.number(low_name)}, {PROPAGATE_NAN})"
+        if high_name and call.arguments.get(high_name) is not None:
+            expression = f"tl.minimum({expression}, {call.number(high_name)}, {PROPAGATE_NAN})"
+        return call.assign(expression)
+
+    return render
+
+
+def _render_extremum(function: str) -> Renderer:
+    def render(call: OpRendering) -> list[str]:
+        return call.assign(f"{function}({call.number('self')}, {call.number('other')}, {PROPAGATE_NAN})")
+
+    return render
+
+
+def _render_leaky_relu(call: OpRendering) -> list[str]:
+    x = call.number("self")
+    return call.assign(f"tl.where({x} > 0.0, {x}, {x} * {float_literal(call.arguments['negative_slope'])})")
+
+
+def _render_hard(include_input: bool) -> Renderer:
+    """hardsigmoid = relu6(x + 3) / 6 and hardswish = x * relu6(x + 3) / 6, in PyTorch's order."""
+
+    def render(call: OpRendering) -> list[str]:
+        x = call.number("self")
+        lines = [f"{call.target} = {x} + 3.0"] + _clamp_lines(call.target, call.target, "0.0", "6.0")
+        scaled = f"{x} * {call.target}" if include_input else call.target
+        return lines + call.assign(f"{scaled} / 6.0")
+
+    return render
+
+
+def _render_where(call: OpRendering) -> list[str]:
+    condition = call.arguments["condition"]
+    return call.assign(f"tl.where({condition.variable}, {call.number('self')}, {call.number('other')})")
+
+
+def _render_identity(call: OpRendering) -> list[str]:
+    # the value itself: the store (or the rounding between ops) converts it to this op's dtype
+    first = next(iter(call.arguments))
+    return call.assign(call.number(first))
+
+
+def _true_division(bound: dict[str, Any]) -> bool:
+    return bound.get("rounding_mode") is None
+
+
+def _eval_dropout(bound: dict[str, Any]) -> bool:
+    return bound["train"] is False
+
+
+def _known_gelu(bound: dict[str, Any]) -> bool:
+    return bound["approximate"] in ("none", "tanh")
+
+
+def _nonzero_exponent(bound: dict[str, Any]) -> bool:
+    # x ** 0 is 1 even for NaN: left to PyTorch rather than special-cased; integer exponents
+    # are computed by repeated squaring, so very large ones stay in PyTorch too
+    exponent = bound["exponent"]
+    return isinstance(exponent, (int, float)) and exponent != 0 and abs(exponent) <= 1024
+
+
+def _some_bound(bound: dict[str, Any]) -> bool:
+    return bound.get("min") is not None or bound.get("max") is not None
+
+
+def _same_device_copy(bound: dict[str, Any]) -> bool:
+    layout = bound.get("layout")
+    return bound.get("device") is None and layout in (None, {"layout": "strided"})
+
+
+_ADD = ElementwiseOp("add", _render_add)
+_SUB = ElementwiseOp("sub", _render_sub)
+_RSUB = ElementwiseOp("rsub", _render_rsub)
+_MUL = ElementwiseOp("mul", _render_mul)
+_DIV = ElementwiseOp("div", _render_div, _true_division)
+_WHERE = ElementwiseOp("where", _render_where)
+_CLAMP_SCALARS = ElementwiseOp("clamp", _render_clamp_scalars("min", "max"), _some_bound)
+_CLAMP_TENSORS = ElementwiseOp("clamp", _render_clamp_tensors("min", "max"), _some_bound)
+
+ELEMENTWISE_OPS: dict[str, ElementwiseOp] = {
+    "aten.add.Tensor": _ADD,
+    "aten.add.Scalar": _ADD,
+    "aten.sub.Tensor": _SUB,
+    "aten.sub.Scalar": _SUB,
+    "aten.rsub.Tensor": _RSUB,
+    "aten.rsub.Scalar": _RSUB,
+    "aten.mul.Tensor": _MUL,
+    "aten.mul.Scalar": _MUL,
+    "aten.div.Tensor": _DIV,
+    "aten.div.Scalar": _DIV,
+    "aten.div.Tensor_mode": _DIV,
+    "aten.div.Scalar_mode": _DIV,
+    "aten.neg.default": ElementwiseOp("neg", _unary("-{x}")),
+    "aten.abs.default": ElementwiseOp("abs", _unary("tl.abs({x})")),
+    "aten.exp.default": ElementwiseOp("exp", _unary("tl.exp({x})")),
+    "aten.log.default": ElementwiseOp("log", _unary("tl.log({x})")),
+    "aten.sqrt.default": ElementwiseOp("sqrt", _unary("tl.sqrt_rn({x})")),
+    "aten.rsqrt.default": ElementwiseOp("rsqrt", _unary("tl.rsqrt({x})")),
+    "aten.reciprocal.default": ElementwiseOp("reciprocal", _unary("tl.div_rn(1.0, {x})")),
+    "aten.square.default": ElementwiseOp("square", _unary("{x} * {x}")),
+    "aten.pow.Tensor_Scalar": ElementwiseOp("pow", _render_pow, _nonzero_exponent),
+    "aten.sin.default": ElementwiseOp("sin", _unary("tl.sin({x})")),
+    "aten.cos.default": ElementwiseOp("cos", _unary("tl.cos({x})")),
+    "aten.erf.default": ElementwiseOp("erf", _unary("tl.erf({x})")),
+    # x < 0 is false for NaN, so NaN passes through as in PyTorch
+    "aten.relu.default": ElementwiseOp("relu", _unary("tl.where({x} < 0.0, 0.0, {x})")),
+    "aten.relu6.default": ElementwiseOp("relu6", _render_relu6),
+    "aten.gelu.default": ElementwiseOp("gelu", _render_gelu, _known_gelu),
+    "aten.sigmoid.default": ElementwiseOp("sigmoid", _unary("tl.sigmoid({x})")),
+    "aten.tanh.default": ElementwiseOp("tanh", _render_tanh),
+    "aten.silu.default": ElementwiseOp("silu", _unary("{x} * tl.sigmoid({x})")),
+    "aten.mish.default": ElementwiseOp("mish", _render_mish),
+    "aten.softplus.default": ElementwiseOp("softplus", _render_softplus),
+    "aten.elu.default": ElementwiseOp("elu", _render_elu),
+    "aten.selu.default": ElementwiseOp("selu", _render_selu),
+    "aten.leaky_relu.default": ElementwiseOp("leaky_relu", _render_leaky_relu),
+    "aten.hardtanh.default": ElementwiseOp("hardtanh", _render_clamp_scalars("min_val", "max_val")),
+    "aten.hardsigmoid.default": ElementwiseOp("hardsigmoid", _render_hard(include_input=False)),
+    "aten.hardswish.default": ElementwiseOp("hardswish", _render_hard(include_input=True)),
+    "aten.clamp.default": _CLAMP_SCALARS,
+    "aten.clamp.Tensor": _CLAMP_TENSORS,
+    "aten.clamp_min.default": ElementwiseOp("clamp_min", _render_clamp_scalars("min", None)),
+    "aten.clamp_max.default": ElementwiseOp("clamp_max", _render_clamp_scalars(None, "max")),
+    "aten.clamp_min.Tensor": ElementwiseOp("clamp_min", _render_clamp_tensors("min", None)),
+    "aten.clamp_max.Tensor": ElementwiseOp("clamp_max", _render_clamp_tensors(None, "max")),
+    "aten.maximum.default": ElementwiseOp("maximum", _render_extremum("tl.maximum")),
+    "aten.minimum.default": ElementwiseOp("minimum", _render_extremum("tl.minimum")),
+    "aten.where.self": _WHERE,
+    "aten.where.ScalarOther": _WHERE,
+    "aten.where.ScalarSelf": _WHERE,
+    "aten.dropout.default": ElementwiseOp("dropout", _render_identity, _eval_dropout, may_return_input=True),
+    "aten.clone.default": ElementwiseOp("clone", _render_identity),
+    "aten.alias.default": ElementwiseOp("alias", _render_identity, may_return_input=True),
+    "aten.detach.default": ElementwiseOp("detach", _render_identity, may_return_input=True),
+    "aten.contiguous.default": ElementwiseOp("contiguous", _render_identity, may_return_input=True),
+    "aten.to.dtype": ElementwiseOp("to", _render_identity, may_return_input=True),
+    "aten._to_copy.default": ElementwiseOp("to_copy", _render_identity, _same_device_copy),
+}
+
+
+def aten_schema(op: str) -> torch.FunctionSchema | None:
+    """The schema of "aten.<name>.<overload>", or None for anything else (getitem, sym ops)."""
+    parts = op.split(".")
+    if len(parts) != 3 or parts[0] != "aten":
+        return None
+    packet = getattr(torch.ops.aten, parts[1], None)
+    overload = getattr(packet, parts[2], None) if packet is not None else None
+    return overload._schema if overload is not None else None
+
+
+def is_mutating(node: OpNode) -> bool:
+    """Whether the op writes into one of its inputs (add_, relu_, copy_, ...)."""
+    schema = aten_schema(node.op)
+    return schema is not None and schema.is_mutable
+
+
+def bind_arguments(node: OpNode) -> dict[str, Any]:
+    """The node's arguments by schema name, defaults filled in, in schema order."""
+    schema = aten_schema(node.op)
+    if schema is None:
+        raise KeyError(node.op)
+    bound: dict[str, Any] = {}
+    for position, argument in enumerate(schema.arguments):
+        if not argument.kwarg_only and position < len(node.args):
+            bound[argument.name] = node.args[position]
+        elif argument.name in node.kwargs:
+            bound[argument.name] = node.kwargs[argument.name]
+        else:
+            bound[argument.name] = argument.default_value if argument.has_default_value() else None
+    return bound
+
+
+def is_fusible(node: OpNode, graph: OpGraph, *, graph_mutates: bool) -> bool:
+    """Whether `node` can run inside a fused elementwise kernel with PyTorch's exact semantics.
+
+    graph_mutates: the graph has in-place ops; then ops that may return their input itself stay
+    in PyTorch, so an in-place write through that alias still reaches the other name.
+    """
+    entry = ELEMENTWISE_OPS.get(node.op)
+    if entry is None or len(node.outputs) != 1 or node.spec.dtype not in FUSIBLE_DTYPES:
+        return False
+    if graph_mutates and entry.may_return_input:
+        return False
+    bound = bind_arguments(node)
+    schema = aten_schema(node.op)
+    reads_a_tensor = False
+    for argument in schema.arguments:
+        value = bound[argument.name]
+        argument_type = str(argument.type)
+        is_reference = isinstance(value, dict) and "ref" in value
+        if is_reference:
+            spec = graph.spec_of(value["ref"])
+            if spec is None or spec.dtype not in READABLE_DTYPES or argument_type not in TENSOR_TYPES:
+                return False
+            reads_a_tensor = True
+        elif argument_type in TENSOR_TYPES + NUMBER_TYPES and not _is_finite_number_or_none(value):
+            # export passes Python scalars in Tensor slots too (x + 1.0 is aten.add.Tensor)
+            return False
+        if argument.name == "condition" and not (is_reference and spec.dtype == "bool"):
+            return False
+    return reads_a_tensor and (entry.accepts is None or entry.accepts(bound))
+
+
+def _is_finite_number_or_none(value: Any) -> bool:
+    # a non-finite literal has no plain Triton spelling; such ops stay in PyTorch
+    return value is None or (isinstance(value, (int, float)) and math.isfinite(value))

@@ -1,0 +1,165 @@
+"""Source text of the hybrid forward: the graph's ops in order, fused groups as wrapper calls.
+
+Ops left in PyTorch become exact ATen calls (`torch.ops.aten.linear.default(x, self.fc.weight, ...)`),
+so the hybrid computes what the captured graph computes, at any size the graph allows.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+from typing import Any
+
+from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode
+from drtriton_lsp.compiler.schedule import FusedKernel, FusionSchedule, KeptOp
+from drtriton_lsp.errors import DrtritonError
+
+INDENT = "    "
+
+# Symbolic integer math that export records as Python operators (e.g. "<built-in function mul>").
+BINARY_OPERATORS = {
+    "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+    "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and_": "&", "or_": "|",
+}
+UNARY_OPERATORS = {"neg": "-", "pos": "+", "not_": "not "}
+SHAPE_AND_TUPLE_OPS = (
+    "getitem", "aten.sym_size.int", "aten.sym_numel.default", "aten.sym_stride.int", "aten.sym_storage_offset.default",
+)
+
+
+class UnsupportedGraphError(DrtritonError):
+    """The graph holds something the hybrid forward cannot spell as Python."""
+
+
+def builtin_operator_name(op: str) -> str | None:
+    """"mul" for "<built-in function mul>", None for anything else."""
+    if op.startswith("<built-in function ") and op.endswith(">"):
+        return op.removeprefix("<built-in function ").removesuffix(">")
+    return None
+
+
+def is_bookkeeping(op: str) -> bool:
+    """Ops that only read tuples or shapes: kept, but not counted as compute left in PyTorch."""
+    return op in SHAPE_AND_TUPLE_OPS or builtin_operator_name(op) is not None
+
+
+class ForwardWriter:
+    """Renders graph values and steps as Python expressions inside the hybrid forward."""
+
+    def __init__(self, graph: OpGraph, forward_params: list[str], has_self: bool):
+        self.inputs: dict[str, GraphInput] = {graph_input.name: graph_input for graph_input in graph.inputs}
+        tensor_params = [
+            graph_input.target
+            for graph_input in graph.inputs
+            if graph_input.kind == "user_input" and graph_input.spec is not None
+        ]
+        self.device_expression = f"{tensor_params[0]}.device" if tensor_params else None
+        for graph_input in graph.inputs:
+            if graph_input.kind == "user_input" and graph_input.target not in forward_params:
+                raise UnsupportedGraphError(
+                    f"graph input {graph_input.target!r} is not a forward parameter ({', '.join(forward_params)})",
+                    "pass the forward's parameter names, in order, as forward_params",
+                )
+            if graph_input.kind in ("parameter", "buffer") and not has_self:
+                raise UnsupportedGraphError(
+                    f"the graph reads {graph_input.kind} {graph_input.target!r} but the target has no self",
+                    "compile module targets with has_self=True",
+                )
+            if graph_input.kind not in ("parameter", "buffer", "user_input"):
+                raise UnsupportedGraphError(
+                    f"the graph reads a {graph_input.kind} ({graph_input.target!r}), which the forward cannot name",
+                    "register tensors the forward uses as module buffers",
+                )
+
+    def value(self, encoded: Any) -> str:
+        """Python source for an encoded argument (see OpNode)."""
+        if isinstance(encoded, dict):
+            if "ref" in encoded:
+                return self._reference(encoded["ref"])
+            if "list" in encoded:
+                return "[" + ", ".join(self.value(item) for item in encoded["list"]) + "]"
+            if "dtype" in encoded:
+                return f"torch.{encoded['dtype']}"
+            if "layout" in encoded:
+                return f"torch.{encoded['layout']}"
+            if "memory_format" in encoded:
+                return f"torch.{encoded['memory_format']}"
+            if "device" in encoded:
+                # the device the inputs live on at run time, not the one used at capture
+                return self.device_expression or f"torch.device({encoded['device']!r})"
+            raise UnsupportedGraphError(
+                f"cannot write the graph argument {encoded!r} as Python",
+                "this construct is not supported by the compiler yet",
+            )
+        if isinstance(encoded, float) and not math.isfinite(encoded):
+            return f'float("{encoded}")'
+        return repr(encoded)
+
+    def _reference(self, name: str) -> str:
+        graph_input = self.inputs.get(name)
+        if graph_input is None:
+            return name
+        if graph_input.kind == "user_input":
+            return graph_input.target
+        path = graph_input.target.split(".")
+        if all(part.isidentifier() and not keyword.iskeyword(part) for part in path):
+            return "self." + graph_input.target
+        getter = "get_parameter" if graph_input.kind == "parameter" else "get_buffer"
+        return f"self.{getter}({graph_input.target!r})"
+
+    def call(self, node: OpNode) -> str:
+        """The op as one Python expression: an exact ATen call, an index, or integer math."""
+        arguments = [self.value(argument) for argument in node.args]
+        if node.op == "getitem":
+            return f"{arguments[0]}[{arguments[1]}]"
+        operator_name = builtin_operator_name(node.op)
+        if operator_name in BINARY_OPERATORS and len(arguments) == 2:
+            return f"{arguments[0]} {BINARY_OPERATORS[operator_name]} {arguments[1]}"
+        if operator_name in UNARY_OPERATORS and len(arguments) == 1:
+            return f"{UNARY_OPERATORS[operator_name]}{arguments[0]}"
+        if node.op.startswith("<"):
+            raise UnsupportedGraphError(
+                f"op {node.name} calls {node.op}, which the hybrid forward cannot write as Python",
+                "keep symbolic shape arithmetic to + - * // % in forward",
+            )
+        arguments += [f"{key}={self.value(value)}" for key, value in node.kwargs.items()]
+        return f"torch.ops.{node.op}({', '.join(arguments)})"
+
+    def fused_call(self, kernel: FusedKernel) -> str:
+        arguments = ", ".join(self._reference(value) for value in kernel.inputs)
+        return f"{', '.join(kernel.outputs)} = {kernel.wrapper}({arguments})"
+
+
+def render_forward(
+    graph: OpGraph,
+    schedule: FusionSchedule,
+    *,
+    name: str,
+    forward_params: list[str],
+    has_self: bool,
+) -> str:
+    """`def name(self, ...)`: every step of the schedule in order, then the graph's outputs."""
+    writer = ForwardWriter(graph, forward_params, has_self)
+    readers = graph.users()
+    parameters = (["self"] if has_self else []) + list(forward_params)
+    lines = [f"def {name}({', '.join(parameters)}):"]
+    nodes = {node.name: node for node in graph.nodes}
+    for step in schedule.steps:
+        if isinstance(step, FusedKernel):
+            lines.append(INDENT + writer.fused_call(step))
+        elif step.node in readers:
+            lines.append(f"{INDENT}{step.node} = {writer.call(nodes[step.node])}")
+        elif not step.bookkeeping:
+            lines.append(INDENT + writer.call(nodes[step.node]))
+    returned = [writer.value(output) for output in graph.outputs]
+    if not graph.returns_tuple:
+        lines.append(f"{INDENT}return {returned[0]}")
+    elif len(returned) == 1:
+        lines.append(f"{INDENT}return ({returned[0]},)")
+    else:
+        lines.append(f"{INDENT}return ({', '.join(returned)})")
+    return "\n".join(lines) + "\n"
+
+
+def kept_step(node: OpNode) -> KeptOp:
+    return KeptOp(node.name, node.op, bookkeeping=is_bookkeeping(node.op))

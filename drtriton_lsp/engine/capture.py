@@ -1,0 +1,224 @@
+"""Capture: `torch.export` a Task's model into the flat `OpGraph` the compiler consumes.
+
+Runs inside a worker process (it executes user code). Every tensor dimension of the example
+inputs is offered to export as `Dim.AUTO`, so the graph says which sizes are free (symbols)
+and which the model fixes; verification uses that to try odd sizes safely.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch.export import Dim
+
+from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
+from drtriton_lsp.errors import CaptureError
+
+DTYPE_NAMES = {
+    torch.float32: "float32",
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+    torch.float64: "float64",
+    torch.int64: "int64",
+    torch.int32: "int32",
+    torch.int16: "int16",
+    torch.int8: "int8",
+    torch.uint8: "uint8",
+    torch.bool: "bool",
+}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def export_program(model: torch.nn.Module, args: tuple, task_file: Path | None) -> tuple[Any, bool]:
+    """Export with every input dimension free to vary; fall back to fixed shapes.
+
+    Returns (exported_program, dynamic) where dynamic says whether free dims were found.
+    Raises CaptureError naming the task line that export could not trace.
+    """
+    dynamic_shapes = tuple(
+        {axis: Dim.AUTO for axis in range(arg.dim())} if isinstance(arg, torch.Tensor) else None
+        for arg in args
+    )
+    try:
+        return torch.export.export(model, args, dynamic_shapes=dynamic_shapes, strict=False), True
+    except Exception:  # noqa: BLE001 - any failure here is retried without free dims below
+        pass
+    try:
+        return torch.export.export(model, args, strict=False), False
+    except Exception as error:  # noqa: BLE001 - every export failure becomes a CaptureError
+        raise capture_error_from(error, task_file) from error
+
+
+def capture_error_from(error: BaseException, task_file: Path | None) -> CaptureError:
+    """Turn an export failure into a message that names the user's line."""
+    line = _task_line_of(error, task_file)
+    summary = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if "data-dependent" in str(error) or "GuardOnDataDependent" in type(error).__name__:
+        message = "torch.export cannot trace control flow that depends on tensor values"
+        hint = (
+            "rewrite the branch with torch.where / torch.cond, or move it outside forward; "
+            "drtriton needs a forward whose ops do not depend on the data"
+        )
+    else:
+        message = f"torch.export could not trace the model: {type(error).__name__}: {summary[:300]}"
+        hint = "drtriton needs a forward that torch.export can capture; see the line named here"
+    return CaptureError(message, hint, line=line)
+
+
+def _task_line_of(error: BaseException, task_file: Path | None) -> int | None:
+    if task_file is None:
+        return None
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for exc in chain:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == task_file]
+        if frames:
+            return frames[-1].lineno
+    pattern = re.compile(rf'File "{re.escape(str(task_file))}", line (\d+)')
+    for exc in chain:
+        matches = pattern.findall(str(exc))
+        if matches:
+            return int(matches[-1])
+    return None
+
+
+def capture_graph(model: torch.nn.Module, args: tuple, task_file: Path | None = None) -> OpGraph:
+    """Export `model` on `args` and flatten the result into an OpGraph."""
+    exported, _dynamic = export_program(model, args, task_file)
+    return graph_from_exported(exported, task_file)
+
+
+def graph_from_exported(exported: Any, task_file: Path | None) -> OpGraph:
+    signature = exported.graph_signature
+    kind_of: dict[str, tuple[str, str]] = {}
+    for spec in signature.input_specs:
+        kind = spec.kind.name
+        if kind == "PARAMETER":
+            kind_of[spec.arg.name] = ("parameter", spec.target)
+        elif kind == "BUFFER":
+            kind_of[spec.arg.name] = ("buffer", spec.target)
+        elif kind in ("CONSTANT_TENSOR", "CUSTOM_OBJ", "TOKEN"):
+            kind_of[spec.arg.name] = ("constant_tensor", spec.target or spec.arg.name)
+        else:
+            kind_of[spec.arg.name] = ("user_input", spec.arg.name)
+
+    inputs: list[GraphInput] = []
+    nodes: list[OpNode] = []
+    outputs: list[Any] = []
+    returns_tuple = True
+    symbols: dict[str, int] = {}
+
+    for node in exported.graph.nodes:
+        if node.op == "placeholder":
+            kind, target = kind_of.get(node.name, ("user_input", node.name))
+            if kind == "constant_tensor":
+                raise CaptureError(
+                    "forward creates a tensor constant (e.g. torch.tensor(...) inside forward)",
+                    "register it in __init__ with self.register_buffer(...) so it becomes a module buffer",
+                )
+            inputs.append(GraphInput(node.name, kind, target, _spec_of(node.meta.get("val"), symbols)))
+        elif node.op == "call_function":
+            nodes.append(
+                OpNode(
+                    name=node.name,
+                    op=_op_name(node.target),
+                    args=tuple(_encode(a) for a in node.args),
+                    kwargs={k: _encode(v) for k, v in node.kwargs.items()},
+                    outputs=_output_specs(node.meta.get("val"), symbols),
+                    source_line=_stack_line(node.meta.get("stack_trace"), task_file),
+                )
+            )
+        elif node.op == "output":
+            returned = node.args[0]
+            outputs = [_encode(v) for v in returned]
+            returns_tuple = len(returned) != 1
+
+    ranges = {}
+    for symbol, value_range in exported.range_constraints.items():
+        name = str(symbol)
+        if name in symbols:
+            ranges[name] = [_finite_or_none(value_range.lower), _finite_or_none(value_range.upper)]
+    return OpGraph(inputs, nodes, outputs, returns_tuple, symbol_hints=symbols, symbol_ranges=ranges)
+
+
+def _finite_or_none(bound: Any) -> int | None:
+    try:
+        return int(bound)
+    except (OverflowError, TypeError, AttributeError, ValueError):
+        return None  # sympy's infinities (including torch's int_oo) mean "unbounded"
+
+
+def _op_name(target: Callable) -> str:
+    if target is operator.getitem:
+        return "getitem"
+    name = str(target)
+    return name.removeprefix("torch.ops.")
+
+
+def _spec_of(value: Any, symbols: dict[str, int]) -> TensorSpec | None:
+    if not isinstance(value, torch.Tensor):
+        return None
+    dims: list[int | str] = []
+    for size in value.shape:
+        if isinstance(size, torch.SymInt):
+            expression = size.node.expr
+            name = str(expression)
+            if expression.is_number:
+                dims.append(int(expression))
+                continue
+            hint = size.node.hint
+            if hint is not None:
+                symbols[name] = int(hint)
+            dims.append(name)
+        else:
+            dims.append(int(size))
+    return TensorSpec(tuple(dims), dtype_name(value.dtype))
+
+
+def _output_specs(value: Any, symbols: dict[str, int]) -> tuple[TensorSpec, ...]:
+    if isinstance(value, (list, tuple)):
+        return tuple(_spec_of(v, symbols) or TensorSpec((), "none") for v in value)
+    spec = _spec_of(value, symbols)
+    return (spec,) if spec is not None else (TensorSpec((), "none"),)
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, torch.fx.Node):
+        return {"ref": value.name}
+    if isinstance(value, (list, tuple)):
+        return {"list": [_encode(v) for v in value]}
+    if isinstance(value, torch.dtype):
+        return {"dtype": dtype_name(value)}
+    if isinstance(value, torch.device):
+        return {"device": str(value)}
+    if isinstance(value, torch.layout):
+        return {"layout": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.memory_format):
+        return {"memory_format": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.SymInt):
+        return {"symint": str(value.node.expr)}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise CaptureError(
+        f"unsupported argument in the exported graph: {type(value).__name__}",
+        "this construct is not supported yet; keep the module's forward to tensor ops",
+    )
+
+
+def _stack_line(stack_trace: str | None, task_file: Path | None) -> int | None:
+    if not stack_trace or task_file is None:
+        return None
+    pattern = re.compile(rf'File "{re.escape(str(task_file))}", line (\d+)')
+    matches = pattern.findall(stack_trace)
+    return int(matches[-1]) if matches else None

@@ -1,0 +1,48 @@
+"""The worker's `capture` method: import a Task, build its model, export it to an OpGraph.
+
+Also reports whether the model behaves differently in training mode (dropout, batch norm),
+which write-back needs to route training-mode calls to the original code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from drtriton_lsp.engine.capture import capture_graph
+from drtriton_lsp.engine.devices import describe_devices
+from drtriton_lsp.engine.task import Task
+from drtriton_lsp.engine.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
+from drtriton_lsp.errors import CaptureError
+
+MODE_DEPENDENT_MODULES = (
+    torch.nn.modules.dropout._DropoutNd,
+    torch.nn.modules.batchnorm._BatchNorm,
+    torch.nn.modules.instancenorm._InstanceNorm,
+)
+
+
+def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    task = Task.from_json(params["task"])
+    directory = scratch_directory()
+    progress("importing the task")
+    module = load_task(task, directory)
+    model = build_model(task, module, directory, seed=params.get("seed", 0))
+    inputs = draw_inputs(task, module, directory, seed=params.get("seed", 0))
+    progress("capturing the graph with torch.export")
+    try:
+        with torch.no_grad():
+            graph = capture_graph(model, tuple(inputs), task_file(directory))
+    except CaptureError as error:
+        error.path = task.origin_path
+        if error.line is not None and task.line_map:
+            error.line = task.origin_line(error.line)
+        raise
+    mode_dependent = any(isinstance(sub, MODE_DEPENDENT_MODULES) for sub in model.modules()) or any(
+        "dropout" in node.op or "batch_norm" in node.op for node in graph.nodes
+    )
+    for node in graph.nodes:
+        if node.source_line is not None and task.line_map:
+            object.__setattr__(node, "source_line", task.origin_line(node.source_line))
+    return {"graph": graph.to_json(), "mode_dependent": mode_dependent, "devices": describe_devices()}

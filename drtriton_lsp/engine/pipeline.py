@@ -1,0 +1,239 @@
+"""The main job for one target: extract, capture, generate, verify, benchmark, report.
+
+Each step that runs user or generated code is a worker job (`LocalRunner`); this module only
+moves text and JSON between them, so the language server can call it from a thread.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from drtriton_lsp import __version__
+from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
+from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.engine.devices import describe_device, resolve_device
+from drtriton_lsp.engine.report import build_report
+from drtriton_lsp.engine.task import Task
+from drtriton_lsp.engine.verify import Cancelled, verify_candidate, worker_environment
+from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
+from drtriton_lsp.source.candidate import build_candidate
+from drtriton_lsp.source.extract import extract_task
+from drtriton_lsp.source.targets import find_targets
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class OptimizeOptions:
+    """device: "auto" | "cpu" | "cuda"; trials: verification trials with fresh inputs."""
+
+    device: str = "auto"
+    trials: int = 5
+    capture_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=180))
+    verify_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=600))
+    benchmark_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=900))
+
+
+@dataclass
+class Outcome:
+    """What optimizing one target produced: the report, and what write-back needs."""
+
+    report: dict[str, Any]
+    program: CompiledProgram | None = None
+    mode_dependent: bool = False
+    candidate_source: str | None = None
+
+    @property
+    def verified(self) -> bool:
+        return self.report["status"] == "verified"
+
+
+def optimize_target(
+    source: str,
+    path: str | None,
+    target_name: str,
+    *,
+    options: OptimizeOptions,
+    runner: LocalRunner,
+    progress: Progress = lambda _message: None,
+    cancel: threading.Event | None = None,
+) -> Outcome:
+    """Run the whole job on one target. Bad input raises DrtritonError; a rejected candidate is a report."""
+    started = time.monotonic()
+    python_path = [str(Path(path).resolve().parent)] if path else None
+    targets = {t.name: t for t in find_targets(source, path)}
+    if target_name not in targets:
+        raise DrtritonError(
+            f"no target named {target_name!r}",
+            f"targets in this file: {', '.join(targets) or 'none'}",
+            path=path,
+        )
+    target = targets[target_name]
+    progress("extracting the task")
+    task = extract_task(source, target_name, path)
+
+    progress("capturing the graph (torch.export) in a worker")
+    capture = _call(runner, "capture", {"task": task.to_json()}, options.capture_limits, python_path, progress, cancel)
+    devices = capture["devices"]
+    device = resolve_device(options.device, devices, path)
+    graph = OpGraph.from_json(capture["graph"])
+    device_info = describe_device(device, devices)
+    versions = devices["versions"]
+
+    progress("generating Triton kernels")
+    program = compile_graph(
+        graph,
+        prefix=snake_case(target_name),
+        forward_params=list(target.forward_params),
+        has_self=True,  # a function target's Task wraps it in a Model, whose forward takes self
+    )
+    search = {"backend": "compiler", "candidates": 1 if program.kernels else 0, "verified": 0, "seconds": 0.0}
+    common = dict(
+        file=path,
+        target=target_name,
+        device=device_info,
+        search=search,
+        replaced_ops=list(program.replaced_ops),
+        kept_ops=list(program.kept_ops),
+        versions=versions,
+    )
+    if not program.kernels:
+        search["seconds"] = round(time.monotonic() - started, 2)
+        return Outcome(
+            build_report(
+                status="no_candidate",
+                verdict=None,
+                timing=None,
+                timing_note="nothing was generated",
+                kernel_source=None,
+                schedule=program.schedule,
+                message="no elementwise chain to fuse yet; every op stays in PyTorch",
+                **common,
+            ),
+            program,
+            capture["mode_dependent"],
+        )
+
+    candidate = build_candidate(task.source, program, candidate_header(task, program))
+    progress(f"verifying on {device_info['kind']}")
+    verdict = verify_candidate(
+        task,
+        candidate,
+        device=device,
+        runner=runner,
+        trials=options.trials,
+        input_shapes=user_input_shapes(graph),
+        limits=options.verify_limits,
+        on_progress=progress,
+        cancel=cancel,
+        python_path=python_path,
+    )
+    search["verified"] = int(verdict.verified)
+    timing, timing_note = None, ""
+    if not verdict.verified:
+        timing_note = "not timed: the candidate was not verified"
+    elif device == "cpu":
+        timing_note = "no GPU: verified with the Triton interpreter on CPU, which says nothing about speed"
+    else:
+        progress("benchmarking eager, torch.compile and Triton on the GPU")
+        measured = _call(
+            runner,
+            "benchmark",
+            {"task": task.to_json(), "candidate": candidate},
+            options.benchmark_limits,
+            python_path,
+            progress,
+            cancel,
+            env=worker_environment(device),
+        )
+        timing, timing_note = measured["timing"], measured["reason"]
+    search["seconds"] = round(time.monotonic() - started, 2)
+    report = build_report(
+        status="verified" if verdict.verified else "failed",
+        verdict=verdict,
+        timing=timing,
+        timing_note=timing_note,
+        kernel_source=candidate,
+        schedule=program.schedule,
+        message="" if verdict.verified else verdict.explanation,
+        **common,
+    )
+    return Outcome(report, program, capture["mode_dependent"], candidate)
+
+
+def user_input_shapes(graph: OpGraph) -> dict[str, Any]:
+    """The exported (symbolic) shapes of the tensor inputs, so verification can plan odd sizes."""
+    user_inputs = [g for g in graph.inputs if g.kind == "user_input"]
+    return {
+        "inputs": [list(g.spec.shape) if g.spec else None for g in user_inputs],
+        "ranges": graph.symbol_ranges,
+    }
+
+
+def candidate_header(task: Task, program: CompiledProgram) -> str:
+    replaced = ", ".join(sorted(set(program.replaced_ops))) or "none"
+    kept = ", ".join(sorted(set(program.kept_ops))) or "none"
+    return (
+        f"Triton candidate for {task.name} generated by drtriton {__version__} (embedded compiler).\n\n"
+        f"In Triton: {replaced}.\nKept in PyTorch: {kept}.\n\nSchedule:\n{program.schedule}"
+    )
+
+
+def provenance_text(outcome: Outcome) -> str:
+    """The comment block written above kernels in the user's file: what, how verified, how fast."""
+    report = outcome.report
+    correctness = report["correctness"] or {}
+    timing = report["timing"]
+    tolerance = "; ".join(
+        f"{dtype} atol {t['atol']:g} rtol {t['rtol']:g}" for dtype, t in (correctness.get("tolerance") or {}).items()
+    )
+    where = "Triton interpreter on CPU at reduced sizes" if correctness.get("interpreter") else report["device"]["name"]
+    if timing:
+        speed = f"{timing['speedup_vs_eager']:.2f}x vs eager"
+        if timing.get("speedup_vs_compile"):
+            speed += f", {timing['speedup_vs_compile']:.2f}x vs torch.compile"
+        speed += f" on {report['device']['name']} (median, {timing['triton_ms']:.4g} ms)"
+    else:
+        speed = f"not measured ({report['timing_note']})"
+    date = datetime.date.today().isoformat()
+    return "\n".join(
+        [
+            f"Generated by drtriton {__version__} on {date} for {report['target']}.",
+            f"Replaces in Triton: {', '.join(sorted(set(report['replaced_ops'])))}; "
+            f"kept in PyTorch: {', '.join(sorted(set(report['kept_ops']))) or 'nothing'}.",
+            f"Verified: {correctness.get('passed')}/{correctness.get('trials')} trials ({tolerance}) on {where}.",
+            f"Speed: {speed}.",
+            "Runs only without autograd (torch.no_grad / inference_mode) on CUDA tensors; otherwise the",
+            "original forward runs. Remove this block and the @drtriton_dispatch line to undo.",
+        ]
+    )
+
+
+def snake_case(name: str) -> str:
+    out = []
+    for index, char in enumerate(name):
+        if char.isupper() and index and (not name[index - 1].isupper() or (index + 1 < len(name) and name[index + 1].islower())):
+            out.append("_")
+        out.append(char.lower())
+    return "".join(out).strip("_")
+
+
+def _call(runner, method, params, limits, python_path, progress, cancel, env=None) -> Any:
+    try:
+        return runner.call(
+            method, params, limits=limits, env=env, python_path=python_path, on_progress=progress, cancel=cancel
+        )
+    except JobFailure as failure:
+        if failure.reason == "cancelled":
+            raise Cancelled() from failure
+        raise DrtritonError(
+            f"the {method} worker failed: {failure.detail}",
+            "the worker's last output is below; this is the user's module or an environment problem"
+            + (f"\n{failure.stderr_tail}" if failure.stderr_tail else ""),
+        ) from failure

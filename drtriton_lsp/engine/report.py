@@ -1,0 +1,142 @@
+"""The `drtriton.report/1` report: one JSON document per target, rendered as Markdown or one line.
+
+The JSON is the contract (CLI `--json`, the language server's lenses and hovers); the Markdown
+table and the one-line summary are views of it, and never claim more than it holds.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter
+from typing import Any
+
+from drtriton_lsp.engine.verify import Verdict
+
+SCHEMA = "drtriton.report/1"
+
+
+def build_report(
+    *,
+    file: str | None,
+    target: str,
+    status: str,
+    device: dict[str, str],
+    verdict: Verdict | None,
+    timing: dict[str, Any] | None,
+    timing_note: str,
+    search: dict[str, Any],
+    kernel_source: str | None,
+    schedule: str | None,
+    replaced_ops: list[str],
+    kept_ops: list[str],
+    message: str = "",
+    versions: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """status: verified | failed | no_candidate | error; `message` says why when not verified."""
+    correctness = None
+    if verdict is not None:
+        correctness = {
+            "trials": verdict.trials,
+            "passed": verdict.passed,
+            "max_abs_err": verdict.max_abs_err,
+            "max_rel_err": verdict.max_rel_err,
+            "tolerance": verdict.tolerance,
+            "shapes": verdict.shapes,
+            "interpreter": verdict.interpreter,
+            "reason": verdict.reason,
+            "detail": verdict.detail,
+            "checks": verdict.checks,
+        }
+    return {
+        "schema": SCHEMA,
+        "file": file,
+        "target": target,
+        "status": status,
+        "message": message,
+        "device": device,
+        "correctness": correctness,
+        "timing": timing,
+        "timing_note": timing_note,
+        "search": search,
+        "kernel": {"source": kernel_source, "schedule": schedule},
+        "replaced_ops": replaced_ops,
+        "kept_ops": kept_ops,
+        "versions": versions or {},
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def one_line(report: dict[str, Any]) -> str:
+    """E.g. "MLPBlock: verified · 2.41x vs eager · 1.38x vs torch.compile · NVIDIA H200"."""
+    parts = [f"{report['target']}: {report['status']}"]
+    timing = report.get("timing")
+    if report["status"] == "verified" and timing:
+        parts.append(f"{timing['speedup_vs_eager']:.2f}x vs eager")
+        if timing.get("speedup_vs_compile") is not None:
+            parts.append(f"{timing['speedup_vs_compile']:.2f}x vs torch.compile")
+        parts.append(report["device"]["name"])
+    elif report["status"] == "verified":
+        parts.append(f"no speed measured: {report['timing_note']}")
+        parts.append(report["device"]["name"])
+    elif report.get("message"):
+        parts.append(report["message"])
+    return " · ".join(parts)
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    lines = [f"## drtriton report: `{report['target']}`", ""]
+    rows: list[tuple[str, str]] = [
+        ("status", report["status"] + (f" ({report['message']})" if report.get("message") else "")),
+        ("file", str(report.get("file"))),
+        ("device", f"{report['device']['kind']} ({report['device']['name']})"),
+    ]
+    correctness = report.get("correctness")
+    if correctness:
+        tolerance = ", ".join(f"{dtype}: atol {t['atol']:g}, rtol {t['rtol']:g}" for dtype, t in correctness["tolerance"].items())
+        shapes = Counter(
+            f"{s['label']} " + " · ".join("x".join(map(str, shape)) for shape in s["inputs"]) for s in correctness["shapes"]
+        )
+        rows += [
+            ("trials passed", f"{correctness['passed']}/{correctness['trials']}"),
+            ("max abs / rel error", f"{_number(correctness['max_abs_err'])} / {_number(correctness['max_rel_err'])}"),
+            ("tolerance", tolerance or "-"),
+            ("input shapes", "; ".join(f"{shape} (x{count})" for shape, count in shapes.items()) or "-"),
+            ("Triton interpreter", "yes (CPU, reduced sizes)" if correctness["interpreter"] else "no"),
+            ("checks", ", ".join(f"{name}: {value}" for name, value in correctness["checks"].items() if name != "kernels_launched")),
+        ]
+    timing = report.get("timing")
+    if timing:
+        compile_ms = _number(timing["compile_ms"], " ms")
+        rows += [
+            ("eager", _number(timing["eager_ms"], " ms")),
+            ("torch.compile", compile_ms),
+            ("Triton", _number(timing["triton_ms"], " ms")),
+            ("speedup vs eager", f"{timing['speedup_vs_eager']:.2f}x"),
+            ("speedup vs torch.compile", f"{timing['speedup_vs_compile']:.2f}x" if timing["speedup_vs_compile"] else "-"),
+            ("timing method", timing["method"]),
+        ]
+        if timing.get("flags"):
+            rows.append(("flags", ", ".join(timing["flags"])))
+    else:
+        rows.append(("timing", f"none: {report['timing_note']}"))
+    rows += [
+        ("replaced ops (Triton)", _ops(report["replaced_ops"])),
+        ("kept ops (PyTorch)", _ops(report["kept_ops"])),
+    ]
+    lines += ["| | |", "|---|---|"] + [f"| {name} | {value.replace('|', '/')} |" for name, value in rows]
+    if report["kernel"].get("schedule"):
+        lines += ["", "Schedule:", "", "```", report["kernel"]["schedule"].rstrip(), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _ops(ops: list[str]) -> str:
+    if not ops:
+        return "none"
+    counts = Counter(ops)
+    return ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
+
+
+def _number(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}{unit}"

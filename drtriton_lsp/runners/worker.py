@@ -1,0 +1,100 @@
+"""`drtriton worker`: the process that runs user and generated code, answering JSON-RPC on stdio.
+
+Methods: capabilities, capture, verify, benchmark, shutdown. Anything the code under test
+prints goes to stderr: file descriptor 1 is moved aside at start-up so only protocol messages
+reach the caller, even when a kernel or the user's module writes to stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import Any, Callable
+
+from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.runners import protocol
+
+Progress = Callable[[str], None]
+
+
+def capabilities(_params: dict[str, Any], _progress: Progress) -> dict[str, Any]:
+    from drtriton_lsp.engine.devices import describe_devices
+
+    return {"protocol": protocol.PROTOCOL_VERSION, "methods": sorted(METHODS), **describe_devices()}
+
+
+def capture(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    from drtriton_lsp.engine.capture_job import run_capture
+
+    return run_capture(params, progress)
+
+
+def verify(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    from drtriton_lsp.engine.verify_worker import run_verification
+
+    return run_verification(params, progress)
+
+
+def benchmark(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    from drtriton_lsp.engine.bench import run_benchmark
+
+    return run_benchmark(params, progress)
+
+
+METHODS: dict[str, Callable[[dict[str, Any], Progress], Any]] = {
+    "capabilities": capabilities,
+    "capture": capture,
+    "verify": verify,
+    "benchmark": benchmark,
+}
+
+
+def serve(protocol_out) -> int:
+    """Answer requests from stdin until `shutdown` or end of input."""
+    while True:
+        message = protocol.read_message(sys.stdin)
+        if message is None:
+            return 0
+        request_id = message.get("id")
+        method = message.get("method")
+        if method == "shutdown":
+            protocol.write_message(protocol_out, protocol.result_response(request_id, None))
+            return 0
+        handler = METHODS.get(method)
+        if handler is None:
+            protocol.write_message(
+                protocol_out,
+                protocol.error_response(request_id, protocol.METHOD_NOT_FOUND, f"unknown method {method!r}"),
+            )
+            continue
+
+        def progress(text: str, _id=request_id) -> None:
+            protocol.write_message(protocol_out, protocol.notification("progress", {"id": _id, "message": text}))
+
+        try:
+            result = handler(message.get("params") or {}, progress)
+            response = protocol.result_response(request_id, result)
+        except DrtritonError as error:
+            response = protocol.error_response(request_id, protocol.USER_ERROR, error.message, error.to_json())
+        except Exception as error:  # noqa: BLE001 - reported to the caller, which decides
+            response = protocol.error_response(
+                request_id,
+                protocol.INTERNAL_ERROR,
+                f"{type(error).__name__}: {error}",
+                {"traceback": traceback.format_exc()},
+            )
+        protocol.write_message(protocol_out, response)
+
+
+def main() -> int:
+    # Keep the real stdout for protocol messages; point fd 1 (Python and C code alike) at stderr.
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)
+    protocol_out = os.fdopen(protocol_fd, "w", buffering=1)
+    sys.stdout = sys.stderr
+    return serve(protocol_out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

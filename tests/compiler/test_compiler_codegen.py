@@ -1,0 +1,185 @@
+"""compile_graph end to end: hybrid structure, names, determinism, and graphs with awkward parts.
+
+Each program is captured from a real module, imported from a file, and run against the module.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from drtriton_lsp.compiler.codegen import compile_graph
+from drtriton_lsp.compiler.forward_source import UnsupportedGraphError
+from drtriton_lsp.engine.capture import capture_graph
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
+
+
+class MLPBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 32)
+        self.scale = nn.Parameter(torch.randn(32))
+
+    def forward(self, x):
+        hidden = F.gelu(self.fc(x)) * self.scale + 1.0
+        return torch.relu(hidden), hidden.max(dim=1)[0]
+
+
+def test_linear_chain_and_reduction_give_a_hybrid(run_hybrid):
+    program, actual, expected = run_hybrid(MLPBlock(), (torch.randn(4, 16),), (torch.randn(37, 16),))
+    assert program.kept_ops == ("aten.linear.default", "aten.max.dim")
+    assert program.replaced_ops == ("aten.gelu.default", "aten.mul.Tensor", "aten.add.Tensor", "aten.relu.default")
+    assert program.kernels == ("model_fused_gelu_mul_add_relu_kernel",)
+    assert program.schedule == (
+        "keep linear aten.linear.default\n"
+        "kernel model_fused_gelu_mul_add_relu ops=gelu,mul,add,relu domain=[s77,32] block=1024 warps=4\n"
+        "keep max_1 aten.max.dim\n"
+    )
+    for got, want in zip(actual, expected):
+        torch.testing.assert_close(got, want)
+
+
+def test_every_generated_top_level_name_carries_the_prefix(compile_model):
+    program = compile_model(MLPBlock(), (torch.randn(4, 16),), prefix="mlp_block")
+    tree = ast.parse(program.kernel_block)
+    names = [node.name for node in tree.body]
+    assert names and all(name.startswith("mlp_block_") for name in names)
+    assert program.forward_function == "mlp_block_triton_forward"
+    assert set(program.kernels) <= set(names)
+    assert "mlp_block_fused_gelu_mul_add_relu" in names
+
+
+def test_the_same_graph_always_gives_the_same_source(compile_model):
+    first = compile_model(MLPBlock(), (torch.randn(4, 16),))
+    second = compile_model(MLPBlock(), (torch.randn(4, 16),))
+    assert first == second
+
+
+def test_a_graph_without_elementwise_ops_gives_just_the_forward(compile_model, load_program):
+    model = nn.Linear(8, 3).eval()
+    program = compile_model(model, (torch.randn(4, 8),))
+    assert program.kernels == () and program.replaced_ops == ()
+    assert program.kept_ops == ("aten.linear.default",)
+    assert [node.name for node in ast.parse(program.kernel_block).body] == [program.forward_function]
+    x = torch.randn(5, 8)
+    torch.testing.assert_close(getattr(load_program(program), program.forward_function)(model, x), model(x))
+
+
+class GatedFunction(nn.Module):
+    def forward(self, x, gate):
+        return torch.sigmoid(gate) * x
+
+
+def test_a_function_target_has_no_self(load_program, device):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = capture_graph(GatedFunction(), (torch.randn(4, 6), torch.randn(4, 6)))
+    program = compile_graph(graph, prefix="gated", forward_params=["x", "gate"], has_self=False)
+    assert "def gated_triton_forward(x, gate):" in program.kernel_block
+    x, gate = torch.randn(37, 53, device=device), torch.randn(37, 53, device=device)
+    actual = getattr(load_program(program), program.forward_function)(x, gate)
+    torch.testing.assert_close(actual, torch.sigmoid(gate) * x)
+
+
+def test_unknown_forward_parameters_are_reported():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = capture_graph(GatedFunction(), (torch.randn(4, 6), torch.randn(4, 6)))
+    with pytest.raises(UnsupportedGraphError, match="'gate' is not a forward parameter"):
+        compile_graph(graph, prefix="gated", forward_params=["x", "y"], has_self=False)
+
+
+def test_parameters_under_numbered_submodules_are_read_with_get_parameter(run_hybrid):
+    model = nn.Sequential(nn.Linear(6, 6), nn.Tanh(), nn.Linear(6, 6), nn.SiLU())
+    program, actual, expected = run_hybrid(model, (torch.randn(4, 6),), (torch.randn(37, 6),))
+    assert "self.get_parameter('0.weight')" in program.kernel_block
+    assert program.kept_ops == ("aten.linear.default", "aten.linear.default")
+    torch.testing.assert_close(actual, expected)
+
+
+class InPlaceUpdates(nn.Module):
+    def forward(self, x):
+        scaled = x * 2
+        scaled.add_(1)
+        activated = F.relu(scaled * x, inplace=True)
+        return torch.sigmoid(scaled) * activated, F.dropout(activated, 0.3, training=False) + 1
+
+
+def test_in_place_ops_stay_in_pytorch_and_keep_their_order(run_hybrid):
+    program, actual, expected = run_hybrid(InPlaceUpdates(), (torch.randn(4, 6),), (torch.randn(37, 53),))
+    assert "aten.add_.Tensor" in program.kept_ops and "aten.relu_.default" in program.kept_ops
+    # dropout may return its input itself; with in-place ops around, that alias must stay exact
+    assert "aten.dropout.default" in program.kept_ops
+    for got, want in zip(actual, expected):
+        torch.testing.assert_close(got, want)
+
+
+class Diamond(nn.Module):
+    def forward(self, x):
+        grown = torch.exp(x)
+        wave = torch.sin(x)
+        return grown * wave, grown
+
+
+def test_values_read_outside_a_kernel_become_extra_outputs(run_hybrid):
+    program, actual, expected = run_hybrid(Diamond(), (torch.randn(4, 6),), (torch.randn(37, 53),))
+    assert len(program.kernels) == 1
+    # sin's value stays in registers; exp is returned and read by mul, so both exp and mul are stored
+    assert "    exp, mul = model_fused_exp_sin_mul(x)\n" in program.kernel_block
+    for got, want in zip(actual, expected):
+        torch.testing.assert_close(got, want)
+
+
+class ColumnThenGrid(nn.Module):
+    def forward(self, column, grid):
+        doubled = column * 2
+        return torch.tanh(doubled + grid), doubled.sum()
+
+
+def test_an_op_on_a_larger_domain_starts_a_new_kernel(run_hybrid):
+    program, actual, expected = run_hybrid(
+        ColumnThenGrid(), (torch.randn(4, 1), torch.randn(4, 6)), (torch.randn(37, 1), torch.randn(37, 53))
+    )
+    assert len(program.kernels) == 2
+    for got, want in zip(actual, expected):
+        torch.testing.assert_close(got, want)
+
+
+class ShapeArithmetic(nn.Module):
+    def forward(self, x):
+        widened = x + torch.ones(x.shape[1], device=x.device)
+        return torch.sigmoid(widened * x.shape[1]).reshape(x.shape[0] * 2, -1)
+
+
+def test_shape_arithmetic_and_devices_are_written_as_python(run_hybrid):
+    program, actual, expected = run_hybrid(ShapeArithmetic(), (torch.randn(4, 6),), (torch.randn(37, 54),))
+    assert "device=x.device" in program.kernel_block
+    assert "aten.ones.default" in program.kept_ops
+    torch.testing.assert_close(actual, expected)
+
+
+def test_a_zero_dim_domain_runs_one_element(run_hybrid):
+    program, actual, expected = run_hybrid(
+        GatedFunction(), (torch.tensor(0.5), torch.tensor(-1.0)), (torch.tensor(2.0), torch.tensor(0.25))
+    )
+    assert len(program.kernels) == 1
+    torch.testing.assert_close(actual, expected)
+
+
+class DoublePrecision(nn.Module):
+    def forward(self, x):
+        return torch.exp(x.double()) * 2, torch.exp(x)
+
+
+def test_float64_ops_stay_in_pytorch(run_hybrid):
+    program, actual, expected = run_hybrid(DoublePrecision(), (torch.randn(4, 6),), (torch.randn(37, 53),))
+    assert program.replaced_ops == ("aten.exp.default",)
+    assert program.kept_ops.count("aten.exp.default") == 1 and "aten.mul.Tensor" in program.kept_ops
+    for got, want in zip(actual, expected):
+        torch.testing.assert_close(got, want)

@@ -1,0 +1,153 @@
+"""Property tests of the fusion partition on random DAGs: every op placed once, dependencies kept.
+
+Graphs here are synthetic (op "fuse" is fusible, "keep" is not, "mutate" writes its input), so
+the partition's structure is tested apart from which ATen ops the compiler supports.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drtriton_lsp.compiler.graph import OpNode, TensorSpec
+from drtriton_lsp.compiler.partition import GroupStep, KeepStep, group_inputs, group_outputs, partition_graph
+
+DOMAINS = (("n", 8), ("n", 1), ("n", 8, 4))
+GRAPH_INPUTS = ("x", "y")
+
+
+def synthetic_node(name: str, op: str, domain: tuple, reads: list[str]) -> OpNode:
+    return OpNode(
+        name=name,
+        op=op,
+        args=tuple({"ref": ref} for ref in reads),
+        kwargs={},
+        outputs=(TensorSpec(domain, "float32"),),
+    )
+
+
+@st.composite
+def random_dags(draw) -> list[OpNode]:
+    count = draw(st.integers(min_value=1, max_value=24))
+    nodes: list[OpNode] = []
+    for index in range(count):
+        available = list(GRAPH_INPUTS) + [node.name for node in nodes]
+        reads = draw(st.lists(st.sampled_from(available), min_size=1, max_size=3))
+        op = draw(st.sampled_from(["fuse", "fuse", "fuse", "keep", "mutate"]))
+        domain = draw(st.sampled_from(DOMAINS))
+        nodes.append(synthetic_node(f"op{index}", op, domain, reads))
+    return nodes
+
+
+def partition(nodes: list[OpNode]):
+    return partition_graph(nodes, lambda node: node.op == "fuse", lambda node: node.op == "mutate")
+
+
+@settings(max_examples=120, deadline=None)
+@given(random_dags())
+def test_every_op_lands_in_exactly_one_step_of_the_right_kind(nodes):
+    steps = partition(nodes)
+    placed = [member for step in steps if isinstance(step, GroupStep) for member in step.members]
+    kept = [step.node for step in steps if isinstance(step, KeepStep)]
+    assert sorted(placed + kept) == sorted(node.name for node in nodes)
+    by_name = {node.name: node for node in nodes}
+    assert all(by_name[name].op != "fuse" for name in kept)
+    for step in steps:
+        if isinstance(step, GroupStep):
+            assert all(by_name[member].op == "fuse" for member in step.members)
+            assert all(by_name[member].spec.shape == step.domain for member in step.members)
+            positions = [nodes.index(by_name[member]) for member in step.members]
+            assert positions == sorted(positions), "members must run in graph order inside a kernel"
+
+
+@settings(max_examples=120, deadline=None)
+@given(random_dags())
+def test_emission_order_respects_every_dependency(nodes):
+    steps = partition(nodes)
+    step_of: dict[str, int] = {}
+    for position, step in enumerate(steps):
+        for name in step.members if isinstance(step, GroupStep) else (step.node,):
+            step_of[name] = position
+    for node in nodes:
+        for ref in node.input_refs():
+            if ref in GRAPH_INPUTS:
+                continue
+            assert step_of[ref] <= step_of[node.name]
+            if step_of[ref] == step_of[node.name]:
+                assert isinstance(steps[step_of[ref]], GroupStep)
+
+
+@settings(max_examples=120, deadline=None)
+@given(random_dags())
+def test_in_place_ops_stay_ordered_against_every_kernel(nodes):
+    """A kernel runs wholly before or wholly after each op that writes into a tensor."""
+    steps = partition(nodes)
+    graph_position = {node.name: index for index, node in enumerate(nodes)}
+    for mutation_step, step in enumerate(steps):
+        if not (isinstance(step, KeepStep) and nodes[graph_position[step.node]].op == "mutate"):
+            continue
+        mutation_at = graph_position[step.node]
+        for kernel_step, kernel in enumerate(steps):
+            if not isinstance(kernel, GroupStep):
+                continue
+            before = [graph_position[member] < mutation_at for member in kernel.members]
+            assert all(before) or not any(before)
+            assert (kernel_step < mutation_step) == before[0]
+
+
+@settings(max_examples=120, deadline=None)
+@given(random_dags())
+def test_kernel_outputs_are_exactly_the_values_read_outside(nodes):
+    steps = partition(nodes)
+    by_name = {node.name: node for node in nodes}
+    readers: dict[str, list[str]] = {}
+    for node in nodes:
+        for ref in node.input_refs():
+            readers.setdefault(ref, []).append(node.name)
+    for step in steps:
+        if not isinstance(step, GroupStep):
+            continue
+        members = set(step.members)
+        outputs = group_outputs(readers, step.members)
+        for member in step.members:
+            read_outside = any(reader not in members for reader in readers.get(member, []))
+            assert (member in outputs) == read_outside
+        inputs = group_inputs(by_name, step.members)
+        assert not members & set(inputs)
+
+
+def test_a_chain_of_same_domain_ops_becomes_one_group():
+    nodes = [synthetic_node("op0", "fuse", ("n", 8), ["x"])]
+    for index in range(1, 6):
+        nodes.append(synthetic_node(f"op{index}", "fuse", ("n", 8), [f"op{index - 1}", "y"]))
+    assert partition(nodes) == [GroupStep(tuple(f"op{index}" for index in range(6)), ("n", 8))]
+
+
+def test_a_consumer_of_two_open_groups_merges_them():
+    nodes = [
+        synthetic_node("left", "fuse", ("n", 8), ["x"]),
+        synthetic_node("right", "fuse", ("n", 8), ["y"]),
+        synthetic_node("both", "fuse", ("n", 8), ["left", "right"]),
+    ]
+    assert partition(nodes) == [GroupStep(("left", "right", "both"), ("n", 8))]
+
+
+def test_a_foreign_reader_closes_the_group_before_it():
+    nodes = [
+        synthetic_node("scaled", "fuse", ("n", 8), ["x"]),
+        synthetic_node("reduced", "keep", ("n", 1), ["scaled"]),
+        synthetic_node("shifted", "fuse", ("n", 8), ["scaled", "reduced"]),
+    ]
+    assert partition(nodes) == [
+        GroupStep(("scaled",), ("n", 8)),
+        KeepStep("reduced"),
+        GroupStep(("shifted",), ("n", 8)),
+    ]
+
+
+def test_a_different_domain_closes_the_producer_group_first():
+    nodes = [
+        synthetic_node("column", "fuse", ("n", 1), ["x"]),
+        synthetic_node("grid", "fuse", ("n", 8), ["column", "y"]),
+    ]
+    assert partition(nodes) == [GroupStep(("column",), ("n", 1)), GroupStep(("grid",), ("n", 8))]

@@ -1,0 +1,42 @@
+"""Shared test configuration: the GPU marker is skipped on machines without CUDA.
+
+Tests that need the language's own interpreter set TRITON_INTERPRET themselves (workers get it from the runner).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+EXAMPLES = REPO / "examples"
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if _cuda_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (run on the GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture
+def example_copy(tmp_path):
+    """Copy an example into a temporary folder, so write-back tests never touch the repo."""
+
+    def copy(name: str) -> Path:
+        destination = tmp_path / name
+        shutil.copy(EXAMPLES / name, destination)
+        return destination
+
+    return copy

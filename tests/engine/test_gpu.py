@@ -1,0 +1,55 @@
+"""On a CUDA GPU: verification compiles real kernels, rejects bad candidates, and the benchmark
+times eager, torch.compile and Triton in one run (and flags work hidden on a side stream).
+
+Marked `gpu`: skipped without CUDA; run on the GPU machine (see benchmarks/results/).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from drtriton_lsp.engine.task import Task
+from drtriton_lsp.engine.verify import verify_candidate
+from drtriton_lsp.runners.local import JobLimits, LocalRunner
+from tests.conftest import FIXTURES
+
+pytestmark = pytest.mark.gpu
+VERIFY_FIXTURES = FIXTURES / "verify"
+TASK = Task.from_file(VERIFY_FIXTURES / "task_scale_relu.py")
+
+
+def verify_on_gpu(name: str, timeout_s: float = 300):
+    return verify_candidate(
+        TASK,
+        (VERIFY_FIXTURES / f"{name}.py").read_text(),
+        device="cuda",
+        runner=LocalRunner(),
+        trials=3,
+        limits=JobLimits(timeout_s=timeout_s, memory_bytes=16 * 1024**3),
+    )
+
+
+def test_a_correct_candidate_is_verified_with_compiled_kernels():
+    verdict = verify_on_gpu("good")
+    assert verdict.verified, verdict.explanation
+    assert verdict.interpreter is False
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    ["no_launch", "modifies_input", "stale_memory", "calls_reference", "odd_shape", "wrong_result", "dummy_kernel", "out_of_bounds"],
+)
+def test_bad_candidates_are_rejected_on_the_gpu(candidate):
+    verdict = verify_on_gpu(candidate)
+    assert not verdict.verified
+    assert verdict.reason is not None
+
+
+def test_benchmark_times_all_three_and_flags_hidden_side_stream_work():
+    runner = LocalRunner()
+    good = runner.call("benchmark", {"task": TASK.to_json(), "candidate": (VERIFY_FIXTURES / "good.py").read_text()})
+    timing = good["timing"]
+    assert timing["eager_ms"] > 0 and timing["triton_ms"] > 0 and timing["compile_ms"] > 0
+    assert "work_outside_timed_stream" not in timing["flags"]
+    hidden = runner.call("benchmark", {"task": TASK.to_json(), "candidate": (VERIFY_FIXTURES / "side_stream.py").read_text()})
+    assert "work_outside_timed_stream" in hidden["timing"]["flags"]

@@ -1,0 +1,92 @@
+"""The verifier rejects each known kind of bad candidate with its named reason, and passes a good one.
+
+Every candidate runs in a worker process; the test process surviving a segfault, a hang and a
+memory hog is part of what is tested.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from drtriton_lsp.engine.task import Task
+from drtriton_lsp.engine.verify import static_rejection, verify_candidate
+from drtriton_lsp.runners.local import JobLimits, LocalRunner
+from tests.conftest import FIXTURES
+
+VERIFY_FIXTURES = FIXTURES / "verify"
+TASK = Task.from_file(VERIFY_FIXTURES / "task_scale_relu.py")
+
+
+def verify(name: str, limits: JobLimits | None = None, trials: int = 2):
+    return verify_candidate(
+        TASK,
+        (VERIFY_FIXTURES / f"{name}.py").read_text(),
+        device="cpu",
+        runner=LocalRunner(),
+        trials=trials,
+        limits=limits,
+    )
+
+
+@pytest.mark.slow
+def test_a_correct_hand_written_candidate_passes_every_check():
+    verdict = verify("good", trials=3)
+    assert verdict.verified, verdict.explanation
+    assert verdict.interpreter
+    assert verdict.passed == verdict.trials == 4  # three trials plus one at odd sizes
+    assert [shape["label"] for shape in verdict.shapes].count("odd") == 1
+    assert verdict.checks["kernels_have_effect"] is True
+    assert verdict.checks["triton_launches"] >= 4
+    assert verdict.tolerance == {"float32": {"atol": 1e-4, "rtol": 1e-4}}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("candidate", "reason"),
+    [
+        ("no_launch", "no_triton_launch"),
+        ("modifies_input", "modified_inputs"),
+        ("stale_memory", "wrong_result"),
+        ("calls_reference", "calls_reference"),
+        ("odd_shape", "wrong_at_odd_shape"),
+        ("wrong_result", "wrong_result"),
+        ("dummy_kernel", "kernels_have_no_effect"),
+        ("out_of_bounds", "crashed"),
+    ],
+)
+def test_bad_candidates_are_rejected_with_their_reason(candidate, reason):
+    verdict = verify(candidate)
+    assert not verdict.verified
+    assert verdict.reason == reason, verdict.explanation
+
+
+@pytest.mark.slow
+def test_a_hanging_candidate_is_stopped_by_the_timeout():
+    verdict = verify("hang", limits=JobLimits(timeout_s=20))
+    assert (verdict.verified, verdict.reason) == (False, "timeout")
+
+
+@pytest.mark.slow
+def test_a_memory_hog_is_stopped_by_the_memory_cap():
+    verdict = verify("memory_hog", limits=JobLimits(timeout_s=120, memory_bytes=2 * 1024**3))
+    assert (verdict.verified, verdict.reason) == (False, "memory_limit")
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ((VERIFY_FIXTURES / "try_except.py").read_text(), "try_except_fallback"),
+        ("import torch\nclass ModelNew(Model):\n    pass\n", "calls_reference"),
+        ("import drtriton_task\nclass ModelNew:\n    pass\n", "calls_reference"),
+        ("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n", "no_triton_kernel"),
+        ("import triton\n@triton.jit\ndef k():\n    pass\n", "no_model_new"),
+        ("def broken(:\n", "import_error"),
+    ],
+)
+def test_static_checks_reject_without_running(source, reason):
+    verdict = static_rejection(source)
+    assert verdict is not None and verdict.reason == reason
+
+
+def test_static_checks_accept_a_plain_candidate():
+    assert static_rejection((VERIFY_FIXTURES / "good.py").read_text()) is None

@@ -1,0 +1,33 @@
+"""Stand-ins for the source-layer tests: a compiled program with the three fields the source layer reads.
+
+Real programs come from compiler.codegen.CompiledProgram; these only need the same shape.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StandInProgram:
+    kernel_block: str
+    forward_function: str
+    required_imports: tuple[str, ...] = ("import torch", "import triton", "import triton.language as tl")
+
+
+def relu_program(prefix: str) -> StandInProgram:
+    """A tiny relu kernel and a forward function that records that it ran (then returns -1s)."""
+    kernel_block = f'''
+@triton.jit
+def {prefix}_relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n  # mask guards the last block
+    tl.store(out_ptr + offsets, tl.maximum(tl.load(x_ptr + offsets, mask=mask), 0), mask=mask)
+
+
+TRITON_CALLS = []
+
+
+def {prefix}_triton_forward(self, x, *rest, **options):
+    TRITON_CALLS.append("{prefix}")
+    return torch.full_like(x, -1.0)
+'''
+    return StandInProgram(kernel_block, f"{prefix}_triton_forward")
