@@ -44,6 +44,7 @@ def main() -> int:
             loaded = json.loads(report_path.read_text())
             for report in loaded if isinstance(loaded, list) else [loaded]:
                 report["example"] = example.name
+                report["written"] = copy.read_text() != example.read_text()
                 report["written_file_runs"] = _runs(copy)
                 reports.append(report)
 
@@ -75,14 +76,14 @@ def render(reports: list[dict], invocation: str, commit: str) -> str:
         f"- date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
         "- timing: medians; see each report's `timing.method`",
         "",
-        "| example | target | status | eager ms | compile ms | Triton ms | vs eager | vs compile | max abs err | Triton ops | PyTorch ops | written file runs |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| example | target | status | eager ms | compile ms | Triton ms | vs eager | vs compile | max abs err | Triton ops | PyTorch ops | written back | file runs after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for report in reports:
         timing = report.get("timing") or {}
         correctness = report.get("correctness") or {}
         lines.append(
-            "| {example} | {target} | {status} | {eager} | {compile} | {triton} | {vs_eager} | {vs_compile} | {err} | {replaced} | {kept} | {runs} |".format(
+            "| {example} | {target} | {status} | {eager} | {compile} | {triton} | {vs_eager} | {vs_compile} | {err} | {replaced} | {kept} | {written} | {runs} |".format(
                 example=report.get("example", "-"),
                 target=report.get("target"),
                 status=report.get("status"),
@@ -94,6 +95,7 @@ def render(reports: list[dict], invocation: str, commit: str) -> str:
                 err=_fmt(correctness.get("max_abs_err")),
                 replaced=len(report.get("replaced_ops", [])),
                 kept=len(report.get("kept_ops", [])),
+                written=report.get("written", "-"),
                 runs=report.get("written_file_runs", "-"),
             )
         )

@@ -162,6 +162,16 @@ def write_verified(file: Path, original: str, outcomes, console: Console, write_
         if not outcome.verified:
             say(console, "not written: ", "yellow", f"{outcome.report['target']} was not verified")
             continue
+        timing = outcome.report["timing"]
+        if timing and timing["speedup_vs_eager"] < 1.0:
+            say(
+                console,
+                "not written: ",
+                "yellow",
+                f"{outcome.report['target']} is verified but slower than eager PyTorch "
+                f"({timing['speedup_vs_eager']:.2f}x on {outcome.report['device']['name']}); the original stays",
+            )
+            continue
         text = write_back(
             text,
             outcome.report["target"],

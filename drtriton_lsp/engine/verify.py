@@ -30,6 +30,7 @@ REJECTION_REASONS = {
     "wrong_at_odd_shape": "the results differ from the reference at odd sizes (a missing mask?)",
     "timeout": "the candidate did not finish in time (a hang?)",
     "crashed": "the worker process crashed (an out-of-bounds memory access?)",
+    "device_fault": "a kernel faulted on the GPU (an out-of-bounds or misaligned access?)",
     "memory_limit": "the candidate used more memory than allowed",
     "worker_error": "the worker failed before judging the candidate",
 }

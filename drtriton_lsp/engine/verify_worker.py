@@ -180,9 +180,9 @@ def _trial(reference, candidate, inputs, device, poison_value, counter: LaunchCo
         try:
             with watch.candidate_running(), poisoned_allocations(poison_value):
                 actual = candidate(*candidate_inputs)
+            _synchronize(device)  # a kernel's fault surfaces here, at the latest
         except Exception as error:  # noqa: BLE001 - any exception is a rejection with its text
             raise Rejected(_classify_exception(error), f"{type(error).__name__}: {error}") from error
-        _synchronize(device)
     if watch.calls:
         raise Rejected("calls_reference", "the reference Model.forward ran inside the candidate's forward")
     tally.trials += 1
@@ -208,9 +208,9 @@ def _check_kernels_matter(reference, candidate, inputs, device, counter: LaunchC
         with counter.skipping(), poisoned_allocations(POISON_VALUES[0]):
             try:
                 actual = _flatten(candidate(*[_clone(v) for v in inputs]))
+                _synchronize(device)
             except Exception:  # noqa: BLE001 - failing without its kernels shows they matter
                 return
-        _synchronize(device)
     try:
         _compare(expected, actual, Tally(), "no-op")
     except Rejected:
@@ -337,6 +337,8 @@ class ReferenceWatch:
 
 def _classify_exception(error: Exception) -> str:
     name = type(error).__name__
+    if "CUDA error" in str(error) or name == "AcceleratorError":
+        return "device_fault"
     if "Compilation" in name or "triton" in type(error).__module__:
         return "compile_error"
     return "runtime_error"
