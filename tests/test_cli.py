@@ -140,3 +140,33 @@ def test_verify_command_passes_a_good_candidate_and_rejects_a_bad_one(tmp_path):
     assert json.loads((tmp_path / "r.json").read_text())["status"] == "verified"
     bad = drtriton("verify", task, str(FIXTURES / "verify" / "wrong_result.py"), "--trials", "2")
     assert bad.returncode == 1 and "differ from the reference" in bad.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_worker_and_writes_nothing(example_copy):
+    import signal
+    import time
+
+    import psutil
+
+    path = example_copy("mlp_block.py")
+    original = path.read_text()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "drtriton_lsp.cli", "optimize", str(path), "--write"],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    workers = []
+    deadline = time.monotonic() + 60
+    while not workers and time.monotonic() < deadline:  # wait until a worker is running
+        time.sleep(0.5)
+        workers = psutil.Process(process.pid).children(recursive=True)
+    assert workers, "no worker process was started"
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "nothing written" in stderr
+    assert path.read_text() == original
+    gone, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, "a worker outlived the interrupted command"

@@ -149,10 +149,6 @@ class OpGraph:
             readers.setdefault(ref, []).append("<output>")
         return readers
 
-    def concrete_shape(self, spec: TensorSpec) -> tuple[int, ...]:
-        """The shape a spec had in the example inputs (symbols replaced by their hints)."""
-        return tuple(d if isinstance(d, int) else self.symbol_hints[d] for d in spec.shape)
-
 
 def _collect_refs(values: list[Any], found: list[str]) -> None:
     for value in values:

@@ -47,7 +47,6 @@ class Outcome:
     report: dict[str, Any]
     program: CompiledProgram | None = None
     mode_dependent: bool = False
-    candidate_source: str | None = None
 
     @property
     def verified(self) -> bool:
@@ -164,7 +163,7 @@ def optimize_target(
         message="" if verdict.verified else verdict.explanation,
         **common,
     )
-    return Outcome(report, program, capture["mode_dependent"], candidate)
+    return Outcome(report, program, capture["mode_dependent"])
 
 
 def user_input_shapes(graph: OpGraph) -> dict[str, Any]:
