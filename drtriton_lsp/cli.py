@@ -98,7 +98,7 @@ def _device_option(parser: argparse.ArgumentParser) -> None:
 
 
 def optimize_command(args: argparse.Namespace, console: Console) -> int:
-    from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target, provenance_text
+    from drtriton_lsp.engine.pipeline import OptimizeOptions, Outcome, optimize_target, provenance_text
     from drtriton_lsp.engine.report import one_line, to_markdown
     from drtriton_lsp.engine.verify import Cancelled
     from drtriton_lsp.runners.local import LocalRunner
@@ -112,15 +112,19 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
     runner = LocalRunner()
     outcomes = []
     for name in names:
-        with console.status(f"[bold]{name}[/]: starting", spinner="dots") as status:
+        with console.status(Text.assemble((name, "bold"), ": starting"), spinner="dots") as status:
 
             def progress(message: str, _name=name, _status=status) -> None:
-                _status.update(f"[bold]{_name}[/]: {message}")
+                _status.update(Text.assemble((_name, "bold"), ": ", message))
 
             try:
                 outcome = optimize_target(original, path, name, options=options, runner=runner, progress=progress)
             except Cancelled:
                 raise KeyboardInterrupt from None
+            except DrtritonError as error:
+                if len(names) == 1:
+                    raise
+                outcome = Outcome(error_report(path, name, error))  # one bad target must not stop the others
         outcomes.append(outcome)
         console.print(Text(one_line(outcome.report)), highlight=False)
 
@@ -133,6 +137,27 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
     if args.write:
         write_verified(args.file, original, outcomes, console, write_back, provenance_text)
     return EXIT_OK if all(o.verified for o in outcomes) else EXIT_NOT_VERIFIED
+
+
+def error_report(path: str, target: str, error: DrtritonError) -> dict[str, Any]:
+    """A report with status "error" for a target that could not be processed (bad input)."""
+    from drtriton_lsp.engine.report import build_report
+
+    return build_report(
+        file=path,
+        target=target,
+        status="error",
+        device={"kind": "none", "name": "-"},
+        verdict=None,
+        timing=None,
+        timing_note="not run",
+        search={"backend": "compiler", "candidates": 0, "verified": 0, "seconds": None},
+        kernel_source=None,
+        schedule=None,
+        replaced_ops=[],
+        kept_ops=[],
+        message=f"{error.located()} ({error.hint})" if error.hint else error.located(),
+    )
 
 
 def choose_targets(availability: list[Any], path: str) -> list[str]:

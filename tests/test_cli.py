@@ -170,3 +170,19 @@ def test_ctrl_c_stops_the_worker_and_writes_nothing(example_copy):
     assert path.read_text() == original
     gone, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive, "a worker outlived the interrupted command"
+
+
+@pytest.mark.slow
+def test_one_untraceable_target_does_not_stop_the_others(tmp_path):
+    path = tmp_path / "two.py"
+    path.write_text(
+        "import torch\n\n\n# drtriton: inputs = [torch.randn(64, 32)]\nclass Good(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return torch.sigmoid(x) * x + 1.0\n\n\n"
+        "# drtriton: inputs = [torch.randn(8)]\nclass Branchy(torch.nn.Module):\n"
+        "    def forward(self, x):\n        if x.sum() > 0:\n            return torch.relu(x)\n        return x\n"
+    )
+    finished = drtriton("optimize", str(path), "--trials", "2", "--json", str(tmp_path / "r.json"))
+    assert finished.returncode == 1
+    reports = {r["target"]: r for r in json.loads((tmp_path / "r.json").read_text())}
+    assert reports["Good"]["status"] == "verified"
+    assert reports["Branchy"]["status"] == "error" and "two.py:13" in reports["Branchy"]["message"]
