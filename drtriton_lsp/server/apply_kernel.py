@@ -1,0 +1,78 @@
+"""`workspace/executeCommand` drtriton.apply: writes a verified kernel into the file with `workspace/applyEdit`.
+
+The edit is computed against the text the job read and sent only if the document is still at that version;
+editors apply it as one undoable change.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from lsprotocol import types
+
+from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_from_arguments
+from drtriton_lsp.source.writeback import write_back
+
+APPLY = "drtriton.apply"
+
+
+def line_edits(before: str, after: str) -> list[types.TextEdit]:
+    """The smallest whole-line edits that turn `before` into `after`, in `before`'s coordinates."""
+    old_lines = before.splitlines(keepends=True)
+    new_lines = after.splitlines(keepends=True)
+    edits = []
+    matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        start = types.Position(line=old_start, character=0)
+        if old_end == len(old_lines) and old_lines and not old_lines[-1].endswith(("\n", "\r")):
+            end = types.Position(line=old_end - 1, character=len(old_lines[-1]))  # a last line without newline
+        else:
+            end = types.Position(line=old_end, character=0)
+        edits.append(types.TextEdit(range=types.Range(start, end), new_text="".join(new_lines[new_start:new_end])))
+    return edits
+
+
+def register(server: DrtritonLanguageServer) -> None:
+    @server.command(APPLY)
+    async def apply_kernel(ls: DrtritonLanguageServer, *arguments: Any) -> dict[str, Any]:
+        target = target_from_arguments(arguments)
+        if target is None:
+            return {"applied": False, "message": "drtriton.apply takes one argument: {uri, target}"}
+        uri, name = target
+        found = ls.analysis_of(uri)
+        result = ls.results.current(found[1], name) if found is not None else None
+        if found is None or result is None or not result.applicable:
+            return _refuse(ls, f"{name} has no verified kernel to apply (one faster than eager, or untimed); run Generate first")
+        document = found[0]
+        if document.version != result.source_version:
+            return _refuse(
+                ls,
+                f"{name}: the file changed since the job read it (version {result.source_version}, now "
+                f"{document.version}); nothing was applied, so your edits are safe. Run 'drtriton: Generate "
+                f"Triton kernel' again to get a kernel for the current text.",
+            )
+        from drtriton_lsp.engine.pipeline import provenance_text  # imports torch; a job already did
+
+        outcome = result.outcome
+        try:
+            written = write_back(
+                result.source_text, name, outcome.program, provenance_text(outcome), mode_dependent=outcome.mode_dependent
+            )
+        except DrtritonError as problem:
+            return _refuse(ls, f"{name}: {problem.message} {problem.hint}")
+        edit = ls.document_edit(document, line_edits(result.source_text, written))
+        response = await ls.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(edit=edit, label=f"drtriton: apply verified kernel to {name}")
+        )
+        if not response.applied:
+            return _refuse(ls, f"{name}: the editor did not apply the edit ({response.failure_reason or 'no reason given'})")
+        return {"applied": True}
+
+
+def _refuse(ls: DrtritonLanguageServer, message: str) -> dict[str, Any]:
+    ls.tell(message, types.MessageType.Warning)
+    return {"applied": False, "message": message}

@@ -1,0 +1,79 @@
+"""`textDocument/codeAction`: drtriton's actions on the target under the cursor or selection.
+
+VS Code lists them in the light bulb / Ctrl+. menu, Neovim in `vim.lsp.buf.code_action()`. Listing never runs code.
+"""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from drtriton_lsp.server.analysis import AnalyzedTarget
+from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_arguments
+
+PRAGMA_PREFIX = "# drtriton:"
+
+
+def pragma_stub_lines(analyzed: AnalyzedTarget) -> list[str]:
+    """The `# drtriton: ...` lines the missing-inputs message suggests, or [] when it suggests none."""
+    problem = analyzed.inputs.problem
+    if problem is None:
+        return []
+    return [line.strip() for line in problem.hint.splitlines() if line.strip().startswith(PRAGMA_PREFIX)]
+
+
+def register(server: DrtritonLanguageServer) -> None:
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(
+            code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.RefactorRewrite],
+        ),
+    )
+    def text_document_code_action(
+        ls: DrtritonLanguageServer, params: types.CodeActionParams
+    ) -> list[types.CodeAction] | None:
+        found = ls.analysis_of(params.text_document.uri)
+        if found is None:
+            return None
+        document, analysis = found
+        uri = params.text_document.uri
+        touched = analysis.targets_touching(range(params.range.start.line, params.range.end.line + 1))
+        actions: list[types.CodeAction] = []
+        for analyzed in touched:
+            name = analyzed.target.name
+            arguments = target_arguments(uri, name)
+            running = ls.jobs.running_for(uri, name)
+            if running is not None:
+                actions.append(
+                    _command_action(f"drtriton: Cancel job {running.id} on {name}", "drtriton.cancel", [running.id])
+                )
+            else:
+                actions.append(_command_action(f"drtriton: Generate Triton kernel for {name}", "drtriton.generate", arguments))
+            result = ls.results.current(analysis, name)
+            if result is not None and result.applicable:
+                actions.append(_command_action(f"drtriton: Apply verified kernel to {name}", "drtriton.apply", arguments))
+            if result is not None:
+                actions.append(_command_action(f"drtriton: Show report for {name}", "drtriton.showReport", arguments))
+            stubs = pragma_stub_lines(analyzed)
+            if stubs:
+                indent = " " * analyzed.target.span.start_column
+                insert_at = types.Position(line=analyzed.target.span.start_line - 1, character=0)
+                edit = ls.document_edit(
+                    document, [types.TextEdit(types.Range(insert_at, insert_at), "".join(f"{indent}{line}\n" for line in stubs))]
+                )
+                actions.append(
+                    types.CodeAction(
+                        title=f"drtriton: Add example-input pragma to {name}",
+                        kind=types.CodeActionKind.QuickFix,
+                        edit=edit,
+                        is_preferred=True,
+                    )
+                )
+        return actions or None
+
+
+def _command_action(title: str, command: str, arguments: list) -> types.CodeAction:
+    return types.CodeAction(
+        title=title,
+        kind=types.CodeActionKind.RefactorRewrite,
+        command=types.Command(title=title, command=command, arguments=arguments),
+    )

@@ -1,0 +1,64 @@
+"""`textDocument/codeLens`: one line above each target: its result, a running job, or "Generate Triton kernel".
+
+VS Code draws lenses above the line; Neovim shows them as virtual text after `vim.lsp.codelens.refresh()`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lsprotocol import types
+
+from drtriton_lsp.server.analysis import client_range
+from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_arguments
+from drtriton_lsp.server.results import TargetResult
+
+
+def lens_title(result: TargetResult) -> str:
+    """E.g. "verified · 2.41x vs eager · 1.38x vs torch.compile · NVIDIA H200" or "failed: <reason>"."""
+    report = result.report
+    if report is None:
+        return f"failed: {result.error}"
+    timing = report.get("timing")
+    if report["status"] == "verified" and timing:
+        parts = ["verified", f"{timing['speedup_vs_eager']:.2f}x vs eager"]
+        if timing.get("speedup_vs_compile") is not None:
+            parts.append(f"{timing['speedup_vs_compile']:.2f}x vs torch.compile")
+        return " · ".join([*parts, report["device"]["name"]])
+    if report["status"] == "verified":
+        reason = "no GPU" if report["device"]["kind"] == "cpu-interpreter" else report["timing_note"]
+        return f"verified · no speed measured: {reason}"
+    if report["status"] == "no_candidate":
+        return f"no kernel: {report['message']}"
+    return f"failed: {report.get('message') or report['status']}"
+
+
+def register(server: DrtritonLanguageServer) -> None:
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
+    def text_document_code_lens(ls: DrtritonLanguageServer, params: types.CodeLensParams) -> list[types.CodeLens] | None:
+        found = ls.analysis_of(params.text_document.uri)
+        if found is None:
+            return None
+        document, analysis = found
+        uri = params.text_document.uri
+        lines = document.lines
+        lenses = []
+        for analyzed in analysis.targets:
+            name = analyzed.target.name
+            where = client_range(document, lines, analyzed.target.name_span)
+            arguments: list[Any] = target_arguments(uri, name)
+            running = ls.jobs.running_for(uri, name)
+            result = ls.results.current(analysis, name)
+            if running is not None:
+                lenses.append(_lens(where, f"drtriton: running job {running.id} (cancel)", "drtriton.cancel", [running.id]))
+            elif result is None:
+                lenses.append(_lens(where, "Generate Triton kernel", "drtriton.generate", arguments))
+            if result is not None:
+                lenses.append(_lens(where, lens_title(result), "drtriton.showReport", arguments))
+                if result.applicable:
+                    lenses.append(_lens(where, "Apply verified kernel", "drtriton.apply", arguments))
+        return lenses
+
+
+def _lens(where: types.Range, title: str, command: str, arguments: list[Any]) -> types.CodeLens:
+    return types.CodeLens(range=where, command=types.Command(title=title, command=command, arguments=arguments))

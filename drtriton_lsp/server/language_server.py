@@ -1,0 +1,152 @@
+"""The server object: shared state (settings, analyses, results, jobs) and the helpers every feature uses.
+
+`build_server()` creates it and lets each feature module register its LSP methods on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+from urllib.parse import unquote
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.workspace import TextDocument
+
+from drtriton_lsp import __version__
+from drtriton_lsp.engine.report import one_line
+from drtriton_lsp.server.analysis import AnalysisCache, DocumentAnalysis, client_range
+from drtriton_lsp.server.jobs import JobManager
+from drtriton_lsp.server.results import ResultStore
+from drtriton_lsp.server.settings import Settings
+
+logger = logging.getLogger(__name__)
+SOURCE = "drtriton"
+
+
+class DrtritonLanguageServer(LanguageServer):
+    """pygls's server plus drtriton's state. Every attribute is touched only on the event loop's thread;
+    job threads reach it through `call_from_thread`."""
+
+    def __init__(self) -> None:
+        super().__init__("drtriton-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.settings = Settings()
+        self.initialization_options: Any = None
+        self.reported_setting_problems: set[str] = set()
+        self.analyses = AnalysisCache()
+        self.results = ResultStore()
+        self.fusion_hints: dict[str, list[types.Diagnostic]] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.jobs = JobManager(self)
+
+    def open_document(self, uri: str) -> TextDocument | None:
+        """The editor's copy of an open document; None for a document the editor has not opened."""
+        return self.workspace.text_documents.get(unquote(uri))
+
+    def analysis_of(self, uri: str) -> tuple[TextDocument, DocumentAnalysis] | None:
+        document = self.open_document(uri)
+        if document is None:
+            return None
+        return document, self.analyses.analyze(document)
+
+    def tell(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        """A `window/showMessage` notification: a toast in VS Code, the message area in Neovim."""
+        self.window_show_message(types.ShowMessageParams(type=kind, message=f"drtriton: {message}"))
+
+    def log(self, message: str, kind: types.MessageType = types.MessageType.Log) -> None:
+        self.window_log_message(types.LogMessageParams(type=kind, message=message))
+
+    def call_from_thread(self, function: Callable[..., None], *arguments: Any) -> None:
+        """Run `function` on the event loop; a job thread's only way to touch server state."""
+        if self.loop is None or self.loop.is_closed():
+            return
+        try:
+            self.loop.call_soon_threadsafe(function, *arguments)
+        except RuntimeError:
+            logger.debug("the event loop closed before a job's update could be delivered")
+
+    def client_supports(self, *path: str) -> bool:
+        """Whether a (nested, snake_case) client capability is present and truthy."""
+        value: Any = self.client_capabilities
+        for name in path:
+            value = getattr(value, name, None)
+            if value is None:
+                return False
+        return bool(value)
+
+    def publish_diagnostics(self, uri: str) -> None:
+        """Fusion hints plus one Information diagnostic per target with a current result."""
+        found = self.analysis_of(uri)
+        diagnostics = list(self.fusion_hints.get(uri, []))
+        if found is not None:
+            document, analysis = found
+            lines = document.lines
+            for result in self.results.for_document(analysis):
+                analyzed = analysis.target_named(result.target_name)
+                summary = one_line(result.report) if result.report else f"{result.target_name}: failed · {result.error}"
+                diagnostics.append(
+                    types.Diagnostic(
+                        range=client_range(document, lines, analyzed.target.name_span),
+                        message=summary,
+                        severity=types.DiagnosticSeverity.Information,
+                        source=SOURCE,
+                    )
+                )
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
+
+    def document_edit(self, document: TextDocument, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
+        """One undoable edit of one document, tied to the version it was computed for when the editor allows."""
+        if self.client_supports("workspace", "workspace_edit", "document_changes"):
+            identifier = types.OptionalVersionedTextDocumentIdentifier(uri=document.uri, version=document.version)
+            return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=identifier, edits=edits)])
+        return types.WorkspaceEdit(changes={document.uri: edits})
+
+    def refresh_code_lenses(self) -> None:
+        """Ask the editor to request lenses again (when it supports `workspace/codeLens/refresh`)."""
+        if self.client_supports("workspace", "code_lens", "refresh_support"):
+            self.workspace_code_lens_refresh(None)
+
+
+def target_arguments(uri: str, target_name: str) -> list[dict[str, str]]:
+    """The arguments every drtriton command takes: which document, which target."""
+    return [{"uri": uri, "target": target_name}]
+
+
+def target_from_arguments(arguments: tuple[Any, ...]) -> tuple[str, str] | None:
+    """(uri, target name) from a command's `[{"uri": ..., "target": ...}]` arguments; None if malformed."""
+    if len(arguments) == 1 and isinstance(arguments[0], dict):
+        uri, target = arguments[0].get("uri"), arguments[0].get("target")
+        if isinstance(uri, str) and isinstance(target, str):
+            return uri, target
+    return None
+
+
+def build_server() -> DrtritonLanguageServer:
+    """A server with every feature registered (one module per LSP feature)."""
+    from drtriton_lsp.server import (
+        apply_kernel,
+        code_actions,
+        code_lens,
+        configuration,
+        debug_information,
+        document_sync,
+        generate,
+        hover,
+        show_report,
+    )
+
+    server = DrtritonLanguageServer()
+    for feature in (
+        configuration,
+        document_sync,
+        code_actions,
+        code_lens,
+        hover,
+        generate,
+        apply_kernel,
+        show_report,
+        debug_information,
+    ):
+        feature.register(server)
+    return server

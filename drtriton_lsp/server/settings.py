@@ -1,0 +1,99 @@
+"""The language server's settings: every option documented once, here, with its default.
+
+Read from initializationOptions and `workspace/configuration` (section "drtriton"); bad values fall back to defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+SECTION = "drtriton"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the server does and where it runs jobs. Each field's `doc` is rendered in README.md."""
+
+    device: str = field(
+        default="auto",
+        metadata={
+            "choices": ("auto", "cpu", "cuda"),
+            "doc": "Where generated kernels are verified and timed. `auto`: the GPU if the worker sees one, "
+            "else the CPU under Triton's interpreter (verified, but no speed claim). `cuda` without a GPU "
+            "is reported as an error when a job starts.",
+        },
+    )
+    onSave: str = field(
+        default="hint",
+        metadata={
+            "choices": ("off", "hint", "search"),
+            "doc": "What saving a file does. `off`: nothing. `hint`: a cheap static analysis (no code runs) "
+            "marks chains of elementwise ops that would fuse into one kernel, as Hint diagnostics. "
+            "`search`: the hints, plus a background generate job for each target with example inputs "
+            "and no current result.",
+        },
+    )
+    trials: int = field(
+        default=5,
+        metadata={
+            "minimum": 1,
+            "doc": "Verification trials with fresh random inputs per candidate (KernelBench uses 5). "
+            "Fewer is faster and weaker evidence.",
+        },
+    )
+    writeBack: str = field(
+        default="inline",
+        metadata={
+            "choices": ("inline",),
+            "doc": "How `drtriton: Apply verified kernel` writes a kernel: `inline` puts the kernels in a "
+            "marked block above the target and adds one `@drtriton_dispatch` decorator to its forward "
+            "(one undoable edit).",
+        },
+    )
+
+
+def parse_settings(base: Settings, raw: Any) -> tuple[Settings, list[str]]:
+    """`base` updated with the recognised values in `raw`; plus one problem line per rejected value."""
+    if raw is None:
+        return base, []
+    if not isinstance(raw, dict):
+        return base, [f"drtriton settings must be an object, not {type(raw).__name__}; using the defaults"]
+    known = {f.name: f for f in dataclasses.fields(Settings)}
+    changes: dict[str, Any] = {}
+    problems = []
+    for name, value in raw.items():
+        definition = known.get(name)
+        if definition is None:
+            problems.append(f"unknown drtriton setting {name!r} (known: {', '.join(known)}); ignored")
+            continue
+        problem = _problem_with(definition, value)
+        if problem:
+            problems.append(f"drtriton setting {name} = {value!r} {problem}; using {definition.default!r}")
+            changes[name] = definition.default
+        else:
+            changes[name] = value
+    return dataclasses.replace(base, **changes), problems
+
+
+def _problem_with(definition: dataclasses.Field, value: Any) -> str:
+    choices = definition.metadata.get("choices")
+    if choices is not None and value not in choices:
+        return f"is not one of {', '.join(choices)}"
+    if "minimum" in definition.metadata:
+        if not isinstance(value, int) or isinstance(value, bool):
+            return "is not a whole number"
+        if value < definition.metadata["minimum"]:
+            return f"is below the minimum {definition.metadata['minimum']}"
+    return ""
+
+
+def settings_documentation() -> str:
+    """A Markdown table of every setting: name, default, allowed values, effect."""
+    rows = ["| setting | default | values | effect |", "|---|---|---|---|"]
+    for definition in dataclasses.fields(Settings):
+        choices = definition.metadata.get("choices")
+        values = " \\| ".join(f"`{choice}`" for choice in choices) if choices else f"integer ≥ {definition.metadata['minimum']}"
+        rows.append(f"| `{SECTION}.{definition.name}` | `{definition.default}` | {values} | {definition.metadata['doc']} |")
+    return "\n".join(rows)

@@ -1,0 +1,74 @@
+"""Small steps the server tests share: open and change documents, run commands, wait for jobs.
+
+Plain functions over pytest-lsp's client; the fixtures live in conftest.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+
+def open_file(client: LanguageClient, path: Path, text: str | None = None) -> str:
+    uri = path.as_uri()
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text or path.read_text())
+        )
+    )
+    return uri
+
+
+def change_file(client: LanguageClient, uri: str, version: int, text: str) -> None:
+    """Replace the whole text (a full-document change is valid under incremental sync too)."""
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
+
+
+async def execute(client: LanguageClient, command: str, *arguments):
+    return await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=command, arguments=list(arguments))
+    )
+
+
+async def wait_until(condition, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+async def wait_for_job_end(client: LanguageClient, token: str, timeout_s: float = 120) -> types.WorkDoneProgressEnd:
+    def ended():
+        reports = client.progress_reports.get(token, [])
+        return next((report for report in reports if isinstance(report, types.WorkDoneProgressEnd)), None)
+
+    return await wait_until(ended, timeout_s, f"the end of progress {token}")
+
+
+async def code_lenses(client: LanguageClient, uri: str) -> list[types.CodeLens]:
+    return await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    ) or []
+
+
+def document_edits(client: LanguageClient, edit: types.WorkspaceEdit, uri: str) -> tuple[int | None, list[types.TextEdit]]:
+    """(version, edits) of a one-document WorkspaceEdit: `documentChanges` where the editor supports them
+    (VS Code; the version is then checked), else `changes` (this Neovim profile)."""
+    if edit.document_changes:
+        (document_edit,) = edit.document_changes
+        assert document_edit.text_document.uri == uri
+        return document_edit.text_document.version, list(document_edit.edits)
+    assert client.editor == "neovim", "VS Code supports documentChanges: the server must send them"
+    return None, list(edit.changes[uri])
