@@ -27,7 +27,7 @@ def reduction_attributes(rng: random.Random, ranks: tuple[int, ...]) -> dict:
     return {"dim": pick_axis(rng, ranks[0]), "keepdim": rng.random() < 0.5}
 
 
-def reduction_rule(needs_two: bool):
+def reduction_rule(needs_two: bool, flops_per_element: int):
     def rule(model: ShapeModel, shapes: list[Shape], attrs: dict) -> OpShapes:
         (shape,) = shapes
         axis = attrs["dim"] % len(shape)
@@ -38,7 +38,7 @@ def reduction_rule(needs_two: bool):
             output = shape[:axis] + (1,) + shape[axis + 1:]
         else:
             output = shape[:axis] + shape[axis + 1:]
-        return OpShapes(output, (1, shape))
+        return OpShapes(output, (flops_per_element, shape))
 
     return rule
 
@@ -94,7 +94,7 @@ def register(registry: OperatorRegistry) -> None:
     for name, (text, cost) in REDUCTIONS.items():
         registry.register(
             Operator(
-                name, "reduction", (TensorInput(1, 4),), reduction_rule(name in ("var", "std")),
+                name, "reduction", (TensorInput(1, 4),), reduction_rule(name in ("var", "std"), cost),
                 lambda e, text=text: text.format(x=e.args[0], **e.attrs), reduction_attributes,
             )
         )
