@@ -11,7 +11,7 @@ import logging
 import pytest
 import torch
 
-from conftest import load_program, output_shapes
+from synthetic_programs import load_program, output_shapes
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.engine.capture import capture_graph
 from drtriton_training.dataset import program_seed, synthesize_one

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import load_program, output_shapes
+from synthetic_programs import load_program, output_shapes
 from drtriton_training.csp_dag import ProgramSynthesizer
 from drtriton_training.emit import render_program
 from drtriton_training.operators import default_registry

@@ -1,4 +1,4 @@
-"""Shared helpers for the training package's tests: build and run a generated program.
+"""Helpers for the training package's tests: build and run a generated program.
 
 `load_program` executes a program's source the way KernelBench does (Model, get_inputs).
 """
