@@ -181,14 +181,16 @@ def choose_targets(availability: list[Any], path: str) -> list[str]:
 
 def write_verified(file: Path, original: str, outcomes, console: Console, write_back, provenance_text) -> None:
     """Apply every verified target's edit to the text we read; refuse if the file changed since."""
+    from drtriton_lsp.engine.report import worth_writing_back
+
     text = original
     written = []
     for outcome in outcomes:
         if not outcome.verified:
             say(console, "not written: ", "yellow", f"{outcome.report['target']} was not verified")
             continue
-        timing = outcome.report["timing"]
-        if timing and timing["speedup_vs_eager"] < 1.0:
+        if not worth_writing_back(outcome.report):
+            timing = outcome.report["timing"]
             say(
                 console,
                 "not written: ",

@@ -66,21 +66,31 @@ def build_report(
     }
 
 
-def one_line(report: dict[str, Any]) -> str:
-    """E.g. "MLPBlock: verified · 2.41x vs eager · 1.38x vs torch.compile · NVIDIA H200"."""
-    parts = [f"{report['target']}: {report['status']}"]
+def summary(report: dict[str, Any]) -> str:
+    """The verdict without the target's name, e.g. "verified · 2.41x vs eager · 1.38x vs torch.compile · H200"."""
     timing = report.get("timing")
     if report["status"] == "verified" and timing:
-        parts.append(f"{timing['speedup_vs_eager']:.2f}x vs eager")
+        parts = ["verified", f"{timing['speedup_vs_eager']:.2f}x vs eager"]
         if timing.get("speedup_vs_compile") is not None:
             parts.append(f"{timing['speedup_vs_compile']:.2f}x vs torch.compile")
-        parts.append(report["device"]["name"])
-    elif report["status"] == "verified":
-        parts.append(f"no speed measured: {report['timing_note']}")
-        parts.append(report["device"]["name"])
-    elif report.get("message"):
-        parts.append(report["message"])
-    return " · ".join(parts)
+        return " · ".join([*parts, report["device"]["name"]])
+    if report["status"] == "verified":
+        reason = "no GPU" if report["device"]["kind"] == "cpu-interpreter" else report["timing_note"]
+        return f"verified · no speed measured: {reason}"
+    return " · ".join([report["status"], report["message"]] if report.get("message") else [report["status"]])
+
+
+def one_line(report: dict[str, Any]) -> str:
+    """E.g. "MLPBlock: verified · 2.41x vs eager · 1.38x vs torch.compile · NVIDIA H200"."""
+    return f"{report['target']}: {summary(report)}"
+
+
+def worth_writing_back(report: dict[str, Any]) -> bool:
+    """Verified, and measured faster than eager PyTorch or not timed at all (no GPU): the winner."""
+    if report["status"] != "verified":
+        return False
+    timing = report.get("timing")
+    return timing is None or timing["speedup_vs_eager"] >= 1.0
 
 
 def to_markdown(report: dict[str, Any]) -> str:

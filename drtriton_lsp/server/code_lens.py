@@ -9,6 +9,7 @@ from typing import Any
 
 from lsprotocol import types
 
+from drtriton_lsp.engine.report import summary
 from drtriton_lsp.server.analysis import client_range
 from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_arguments
 from drtriton_lsp.server.results import TargetResult
@@ -16,21 +17,9 @@ from drtriton_lsp.server.results import TargetResult
 
 def lens_title(result: TargetResult) -> str:
     """E.g. "verified · 2.41x vs eager · 1.38x vs torch.compile · NVIDIA H200" or "failed: <reason>"."""
-    report = result.report
-    if report is None:
+    if result.report is None:
         return f"failed: {result.error}"
-    timing = report.get("timing")
-    if report["status"] == "verified" and timing:
-        parts = ["verified", f"{timing['speedup_vs_eager']:.2f}x vs eager"]
-        if timing.get("speedup_vs_compile") is not None:
-            parts.append(f"{timing['speedup_vs_compile']:.2f}x vs torch.compile")
-        return " · ".join([*parts, report["device"]["name"]])
-    if report["status"] == "verified":
-        reason = "no GPU" if report["device"]["kind"] == "cpu-interpreter" else report["timing_note"]
-        return f"verified · no speed measured: {reason}"
-    if report["status"] == "no_candidate":
-        return f"no kernel: {report['message']}"
-    return f"failed: {report.get('message') or report['status']}"
+    return summary(result.report)
 
 
 def register(server: DrtritonLanguageServer) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from drtriton_lsp.engine.report import worth_writing_back
 from drtriton_lsp.server.analysis import DocumentAnalysis
 
 if TYPE_CHECKING:
@@ -39,11 +40,7 @@ class TargetResult:
     @property
     def applicable(self) -> bool:
         """Verified, and measured faster than eager PyTorch or not timed at all (no GPU)."""
-        report = self.report
-        if report is None or report["status"] != "verified":
-            return False
-        timing = report.get("timing")
-        return timing is None or timing["speedup_vs_eager"] >= 1.0
+        return self.report is not None and worth_writing_back(self.report)
 
 
 class ResultStore:
