@@ -48,3 +48,9 @@ def test_resizing_slices_or_tiles_the_drawn_values():
     assert torch.equal(smaller, x[:2])
     assert larger.shape == (5, 4) and torch.equal(larger[3:], x[:2])
     assert resize_inputs([7, x], [None, None])[0] == 7
+
+
+def test_an_odd_example_size_moves_to_another_odd_size():
+    plan = plan_input_shapes([torch.randn(7, 4)], {"inputs": [["s0", 4]], "ranges": {"s0": [2, None]}}, reduced=False)
+    (odd_rows, _), = plan.odd[0]
+    assert odd_rows % 2 == 1 and odd_rows != 7

@@ -1,0 +1,34 @@
+"""The report's views: the one-line summary never claims speed it did not measure, and only a
+verified winner (faster than eager, or untimed) is worth writing back.
+"""
+
+from __future__ import annotations
+
+from drtriton_lsp.engine.report import one_line, worth_writing_back
+
+
+def report(status: str = "verified", speedup: float | None = None) -> dict:
+    timing = None
+    if speedup is not None:
+        timing = {"speedup_vs_eager": speedup, "speedup_vs_compile": speedup / 2}
+    return {
+        "target": "Block",
+        "status": status,
+        "message": "" if status == "verified" else "the results differ from the reference",
+        "timing": timing,
+        "timing_note": "no GPU",
+        "device": {"kind": "cuda" if timing else "cpu-interpreter", "name": "NVIDIA H200" if timing else "AMD EPYC"},
+    }
+
+
+def test_one_line_states_measured_speedups_or_says_none_were_measured():
+    assert one_line(report(speedup=2.0)) == "Block: verified · 2.00x vs eager · 1.00x vs torch.compile · NVIDIA H200"
+    assert one_line(report()) == "Block: verified · no speed measured: no GPU"
+    assert one_line(report("failed")) == "Block: failed · the results differ from the reference"
+
+
+def test_only_a_verified_winner_is_worth_writing_back():
+    assert worth_writing_back(report())
+    assert worth_writing_back(report(speedup=1.3))
+    assert not worth_writing_back(report(speedup=0.35))
+    assert not worth_writing_back(report("failed"))
