@@ -11,7 +11,8 @@ import math
 from typing import Any
 
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode
-from drtriton_lsp.compiler.schedule import FusedKernel, FusionSchedule, KeptOp
+from drtriton_lsp.compiler.schedule import KeptOp
+from drtriton_lsp.compiler.templates.base import KernelPlan
 from drtriton_lsp.errors import DrtritonError
 
 INDENT = "    "
@@ -125,14 +126,14 @@ class ForwardWriter:
         arguments += [f"{key}={self.value(value)}" for key, value in node.kwargs.items()]
         return f"torch.ops.{node.op}({', '.join(arguments)})"
 
-    def fused_call(self, kernel: FusedKernel) -> str:
+    def fused_call(self, kernel: KernelPlan) -> str:
         arguments = ", ".join(self._reference(value) for value in kernel.inputs)
         return f"{', '.join(kernel.outputs)} = {kernel.wrapper}({arguments})"
 
 
 def render_forward(
     graph: OpGraph,
-    schedule: FusionSchedule,
+    steps: list[KernelPlan | KeptOp],
     *,
     name: str,
     forward_params: list[str],
@@ -144,8 +145,8 @@ def render_forward(
     parameters = (["self"] if has_self else []) + list(forward_params)
     lines = [f"def {name}({', '.join(parameters)}):"]
     nodes = {node.name: node for node in graph.nodes}
-    for step in schedule.steps:
-        if isinstance(step, FusedKernel):
+    for step in steps:
+        if isinstance(step, KernelPlan):
             lines.append(INDENT + writer.fused_call(step))
         elif step.node in readers:
             lines.append(f"{INDENT}{step.node} = {writer.call(nodes[step.node])}")
@@ -159,7 +160,3 @@ def render_forward(
     else:
         lines.append(f"{INDENT}return ({', '.join(returned)})")
     return "\n".join(lines) + "\n"
-
-
-def kept_step(node: OpNode) -> KeptOp:
-    return KeptOp(node.name, node.op, bookkeeping=is_bookkeeping(node.op))

@@ -1,23 +1,53 @@
-"""Fusion partition: split the graph's ops into fused elementwise groups and ops kept in PyTorch.
+"""Fusion partition: group the graph's ops into kernels (pointwise chains, or an anchor op with its
+prologue and epilogue) and ops kept in PyTorch.
 
-Structural only (which op is fusible is the caller's predicate), so it holds for any DAG and is
+Structural only (each op's role is the caller's callback), so it holds for any DAG and is
 property-tested on random ones. Steps come out in an order that respects every dependency.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Sequence, Union
 
 from drtriton_lsp.compiler.graph import Dim, OpNode
 
 
 @dataclass(frozen=True)
+class Pointwise:
+    """An elementwise op that can fuse with others of the same output shape (its domain)."""
+
+    domain: tuple[Dim, ...]
+
+
+@dataclass(frozen=True)
+class Anchored:
+    """An op a template builds a kernel around.
+
+    primary_input: the value a prologue may compute in the kernel (None: no prologue).
+    input_domain: that value's shape; output_domain: where epilogue ops run (None: no epilogue).
+    """
+
+    template: str
+    primary_input: str | None
+    input_domain: tuple[Dim, ...]
+    output_domain: tuple[Dim, ...] | None
+
+
+Role = Union[Pointwise, Anchored, None]  # None: the op stays a PyTorch call
+
+
+@dataclass(frozen=True)
 class GroupStep:
-    """Fused ops sharing one iteration domain (their common output shape), in graph order."""
+    """Ops computed by one kernel, in graph order. anchor: the template's op (None: pointwise).
+
+    domain: the output domain the pointwise members (epilogue) run over.
+    """
 
     members: tuple[str, ...]
-    domain: tuple[Dim, ...]
+    domain: tuple[Dim, ...] | None
+    template: str = "pointwise"
+    anchor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -29,25 +59,31 @@ class KeepStep:
 
 @dataclass
 class _OpenGroup:
-    domain: tuple[Dim, ...]
+    domain: tuple[Dim, ...] | None
+    template: str = "pointwise"
+    anchor: str | None = None
     members: list[str] = field(default_factory=list)
 
 
 def partition_graph(
     nodes: Sequence[OpNode],
-    is_fusible: Callable[[OpNode], bool],
+    role_of: Callable[[OpNode], Role],
     is_mutating: Callable[[OpNode], bool],
+    readers: dict[str, list[str]],
+    implied: frozenset[str] = frozenset(),
 ) -> list[GroupStep | KeepStep]:
     """Greedy, convex fusion in graph (topological) order.
 
-    A fusible op joins the open group(s) of its domain it reads from (merging them), or starts one.
-    A group closes, and its step is emitted, just before the first op outside it that reads one
-    of its values, so every reader runs after the kernel that writes the value. A fused op that
-    reads an open group of another domain closes that group first. An op that writes into its
-    inputs closes every open group, since any of them might read the tensor it changes.
-    Open groups never read each other (that would have merged or closed them), so merging is safe.
+    A pointwise op joins the open group(s) of its domain it reads from (merging them; at most one
+    of them anchored), or starts one. An anchored op starts a group, taking as its prologue the open
+    pointwise group that computes its primary input when nothing else reads that group's values.
+    A group closes, and its step is emitted, just before the first op outside it that reads one of
+    its values. `implied` ops (views, tuple reads) are not placed: they run when first needed, so an
+    op reading a group through one of them reads it from outside, and the group closes first.
+    An op that writes into its inputs closes every open group. readers: value -> ops reading it.
     """
     order = {node.name: position for position, node in enumerate(nodes)}
+    by_name = {node.name: node for node in nodes}
     steps: list[GroupStep | KeepStep] = []
     open_groups: list[_OpenGroup] = []
     open_group_of: dict[str, _OpenGroup] = {}
@@ -56,44 +92,112 @@ def partition_graph(
         open_groups.remove(group)
         for member in group.members:
             del open_group_of[member]
-        steps.append(GroupStep(tuple(group.members), group.domain))
+        steps.append(GroupStep(tuple(group.members), group.domain, group.template, group.anchor))
 
-    def open_groups_read_by(node: OpNode) -> list[_OpenGroup]:
+    def direct_and_implied_reads(node: OpNode) -> tuple[list[str], set[str]]:
+        direct = [ref for ref in node.input_refs() if ref not in implied]
+        through: set[str] = set()
+        pending = [ref for ref in node.input_refs() if ref in implied]
+        while pending:
+            ref = pending.pop()
+            source = by_name.get(ref)
+            for inner in source.input_refs() if source is not None else ():
+                if inner in implied:
+                    pending.append(inner)
+                else:
+                    through.add(inner)
+        return direct, through
+
+    def groups_of(values) -> list[_OpenGroup]:
         found: list[_OpenGroup] = []
-        for ref in node.input_refs():
-            group = open_group_of.get(ref)
+        for value in values:
+            group = open_group_of.get(value)
             if group is not None and group not in found:
                 found.append(group)
         return found
 
+    def add(group: _OpenGroup, node_name: str) -> None:
+        group.members.append(node_name)
+        group.members.sort(key=order.__getitem__)
+        open_group_of[node_name] = group
+
     for node in nodes:
-        if is_fusible(node):
-            domain = tuple(node.spec.shape)
-            producers = open_groups_read_by(node)
-            for group in producers:
-                if group.domain != domain:
-                    close(group)
-            same_domain = [group for group in producers if group.domain == domain]
-            if same_domain:
-                target = same_domain[0]
-                for other in same_domain[1:]:
-                    target.members.extend(other.members)
-                    open_groups.remove(other)
-                target.members.sort(key=order.__getitem__)
-            else:
-                target = _OpenGroup(domain)
-                open_groups.append(target)
-            target.members.append(node.name)
-            for member in target.members:
-                open_group_of[member] = target
-        else:
-            readers_of = list(open_groups) if is_mutating(node) else open_groups_read_by(node)
-            for group in readers_of:
+        if node.name in implied:
+            continue
+        role = role_of(node)
+        direct, through = direct_and_implied_reads(node)
+        read_through_implied = groups_of(through)
+        for group in read_through_implied:
+            close(group)
+        if is_mutating(node) or role is None:
+            for group in list(open_groups) if is_mutating(node) else groups_of(direct):
                 close(group)
             steps.append(KeepStep(node.name))
+        elif isinstance(role, Pointwise):
+            joinable: list[_OpenGroup] = []
+            for group in groups_of(direct):
+                anchored_twice = group.anchor is not None and any(other.anchor for other in joinable)
+                if group.domain == role.domain and not anchored_twice:
+                    joinable.append(group)
+                else:
+                    close(group)
+            if not joinable:
+                target = _OpenGroup(role.domain)
+                open_groups.append(target)
+            else:
+                target = next((group for group in joinable if group.anchor), joinable[0])
+                for other in joinable:
+                    if other is not target:
+                        open_groups.remove(other)
+                        for member in other.members:
+                            add(target, member)
+            add(target, node.name)
+        else:
+            prologue = _prologue_group(node, role, direct, open_group_of, readers)
+            for group in groups_of(direct):
+                if group is not prologue:
+                    close(group)
+            target = _OpenGroup(role.output_domain, role.template, node.name)
+            if prologue is not None:
+                open_groups.remove(prologue)
+                for member in prologue.members:
+                    del open_group_of[member]
+                    add(target, member)
+            open_groups.append(target)
+            add(target, node.name)
+            if role.output_domain is None:
+                close(target)
     for group in list(open_groups):
         close(group)
     return steps
+
+
+def _prologue_group(
+    anchor: OpNode,
+    role: Anchored,
+    direct: list[str],
+    open_group_of: dict[str, _OpenGroup],
+    readers: dict[str, list[str]],
+) -> _OpenGroup | None:
+    """The open pointwise group that can become `anchor`'s prologue, if any.
+
+    It must compute the primary input in the input domain, and its values must be read by nothing
+    but its own members and, for the primary input only, the anchor.
+    """
+    if role.primary_input is None:
+        return None
+    group = open_group_of.get(role.primary_input)
+    if group is None or group.anchor is not None or group.domain != role.input_domain:
+        return None
+    members = set(group.members)
+    if any(ref in members and ref != role.primary_input for ref in direct):
+        return None
+    for member in group.members:
+        for reader in readers.get(member, []):
+            if reader in members or (reader == anchor.name and member == role.primary_input):
+                continue
+            return None
+    return group
 
 
 def group_inputs(nodes_by_name: dict[str, OpNode], members: Sequence[str]) -> list[str]:

@@ -1,0 +1,308 @@
+"""From graph to kernels: the default schedule for a graph, and lowering any schedule to kernel plans.
+
+`default_schedule` is the compiler's own choice (partition plus each template's default parameters);
+`lower_schedule` checks a script against the graph, naming the line and the choice that does not fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from drtriton_lsp.compiler.elementwise import ELEMENTWISE_OPS, aten_schema, is_fusible, is_mutating
+from drtriton_lsp.compiler.forward_source import is_bookkeeping
+from drtriton_lsp.compiler.graph import OpGraph, OpNode
+from drtriton_lsp.compiler.names import NameScope
+from drtriton_lsp.compiler.partition import Anchored, GroupStep, Pointwise, Role, group_inputs, group_outputs, partition_graph
+from drtriton_lsp.compiler.schedule import KeptOp
+from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, ScheduleError
+from drtriton_lsp.compiler.templates import POINTWISE, TEMPLATES, anchor_of
+from drtriton_lsp.compiler.templates.base import KernelPlan
+
+# export's own check that a traced `.to()` saw the dtype and device it expects; it returns
+# nothing, and reading a value it would split a fused group, so the hybrid leaves it out
+DROPPED_OPS = ("aten._assert_tensor_metadata.default",)
+# how many op names a kernel's name lists before it says "and_more"
+NAMED_OPS_PER_KERNEL = 4
+
+
+@dataclass(frozen=True)
+class GraphRoles:
+    """What each op of a graph can be.
+
+    implied: views, tuple reads and shape math: never scheduled, run where first needed.
+    dropped: ops the hybrid leaves out. roles: the partition role of every other op.
+    views: the implied ops that are tensor views (reported apart from compute kept in PyTorch).
+    """
+
+    implied: frozenset[str]
+    dropped: frozenset[str]
+    views: frozenset[str]
+    roles: dict[str, Role]
+    mutates: bool
+
+
+def classify(graph: OpGraph) -> GraphRoles:
+    """The role of every op: fusible pointwise, anchor of a template, implied, dropped, or kept."""
+    readers = graph.users()
+    mutates = any(is_mutating(node) for node in graph.nodes)
+    dropped = frozenset(node.name for node in graph.nodes if node.op in DROPPED_OPS and node.name not in readers)
+    implied: set[str] = set()
+    views: set[str] = set()
+    roles: dict[str, Role] = {}
+    for node in graph.nodes:
+        if node.name in dropped:
+            continue
+        if is_bookkeeping(node.op):
+            implied.add(node.name)
+        elif is_fusible(node, graph, graph_mutates=mutates):
+            roles[node.name] = Pointwise(tuple(node.spec.shape))
+        elif not mutates and _is_view(node):
+            # with in-place ops in the graph a view's position matters, so it is then kept in order
+            implied.add(node.name)
+            views.add(node.name)
+        else:
+            anchored = None if mutates else anchor_of(node, graph)
+            if anchored is None:
+                roles[node.name] = None
+            else:
+                template, shape = anchored
+                roles[node.name] = Anchored(template.name, shape.primary_input, shape.input_domain, shape.output_domain)
+    return GraphRoles(frozenset(implied), dropped, frozenset(views), roles, mutates)
+
+
+def _is_view(node: OpNode) -> bool:
+    """Ops whose result aliases their input (view, permute, expand, slice, ...): no data moves."""
+    schema = aten_schema(node.op)
+    if schema is None or schema.is_mutable or len(schema.returns) != 1:
+        return False
+    alias = schema.returns[0].alias_info
+    return alias is not None and not alias.is_write
+
+
+def default_schedule(graph: OpGraph) -> Schedule:
+    """The compiler's schedule for `graph`: greedy fusion, each template's default parameters."""
+    roles = classify(graph)
+    readers = graph.users()
+    nodes = {node.name: node for node in graph.nodes}
+    scheduled = [node for node in graph.nodes if node.name not in roles.dropped]
+    steps: list[KernelLine | KeepLine] = []
+    for step in partition_graph(
+        scheduled, lambda node: roles.roles[node.name], is_mutating, readers, roles.implied
+    ):
+        if not isinstance(step, GroupStep):
+            steps.append(KeepLine(step.node))
+            continue
+        if not group_outputs(readers, step.members):
+            continue  # nothing reads these values, so there is nothing to compute
+        template = TEMPLATES[step.template]
+        plan = _plan(graph, nodes, roles, readers, template.name, step.members, {}, "", "")
+        params = template.default_parameters(plan, graph)
+        steps.append(KernelLine(template.name, step.members, tuple((spec.name, params[spec.name]) for spec in template.parameters)))
+    return Schedule(tuple(steps))
+
+
+def lower_schedule(graph: OpGraph, schedule: Schedule, prefix: str, module_scope: NameScope) -> list[KernelPlan | KeptOp]:
+    """The program's steps in run order: kernel plans, kept ops, and implied ops where first needed.
+
+    Raises ScheduleError when the script does not fit the graph (unknown or repeated op, an op
+    missing, a template that cannot compute an op, a step reading a value not yet computed).
+    """
+    roles = classify(graph)
+    readers = graph.users()
+    nodes = {node.name: node for node in graph.nodes}
+    schedulable = [node.name for node in graph.nodes if node.name not in roles.implied and node.name not in roles.dropped]
+    line_of: dict[str, int] = {}
+    for number, step in enumerate(schedule.steps, start=1):
+        for name in step.nodes if isinstance(step, KernelLine) else (step.node,):
+            if name not in nodes:
+                raise ScheduleError(f"line {number}: the graph has no op {name!r}", "use the op names of this graph")
+            if name in roles.implied or name in roles.dropped:
+                raise ScheduleError(
+                    f"line {number}: {name} ({nodes[name].op}) is a view or bookkeeping op and is never scheduled",
+                    "leave it out; it runs where its value is first needed",
+                )
+            if name in line_of:
+                raise ScheduleError(f"line {number}: {name} is already scheduled on line {line_of[name]}", "schedule each op once")
+            line_of[name] = number
+    unread = {name for name in schedulable if name not in line_of and not _computes_something(name, readers, roles)}
+    missing = [name for name in schedulable if name not in line_of and name not in unread]
+    if missing:
+        raise ScheduleError(
+            f"ops not scheduled: {', '.join(missing)}", "give every op a 'kernel' or 'keep' line"
+        )
+
+    available = {graph_input.name for graph_input in graph.inputs}
+    program: list[KernelPlan | KeptOp] = []
+    emitted_implied: set[str] = set()
+    mutating_positions = [position for position, name in enumerate(schedulable) if is_mutating(nodes[name])]
+    position_of = {name: position for position, name in enumerate(schedulable)}
+
+    def require(value: str, number: int, reader: str) -> None:
+        if value in available:
+            return
+        if value in roles.implied and value not in emitted_implied:
+            for ref in nodes[value].input_refs():
+                require(ref, number, value)
+            program.append(KeptOp(value, nodes[value].op, bookkeeping=True))
+            emitted_implied.add(value)
+            available.add(value)
+            return
+        raise ScheduleError(
+            f"line {number}: {reader} reads {value}, which no earlier line computes",
+            "order the lines so every value is computed before it is read",
+        )
+
+    for number, step in enumerate(schedule.steps, start=1):
+        members = step.nodes if isinstance(step, KernelLine) else (step.node,)
+        _check_mutation_order(members, number, position_of, mutating_positions, schedulable, line_of)
+        if isinstance(step, KeepLine):
+            for ref in nodes[step.node].input_refs():
+                require(ref, number, step.node)
+            program.append(KeptOp(step.node, nodes[step.node].op))
+            available.add(step.node)
+            continue
+        ordered = tuple(sorted(members, key=position_of.__getitem__))
+        if ordered != members:
+            raise ScheduleError(
+                f"line {number}: a kernel lists its ops in graph order ({','.join(ordered)})", "reorder the ops"
+            )
+        for ref in group_inputs(nodes, members):
+            require(ref, number, next(m for m in members if ref in nodes[m].input_refs()))
+        plan = _plan(graph, nodes, roles, readers, step.template, members, step.parameters, prefix, number)
+        base_name = _kernel_base_name(prefix, [nodes[member] for member in members], plan.anchor)
+        plan = KernelPlan(
+            **{**plan.__dict__, "wrapper": module_scope.fresh(base_name), "kernel": module_scope.fresh(f"{base_name}_kernel")}
+        )
+        program.append(plan)
+        available.update(members)
+    output_refs: list[str] = []
+    _collect_output_refs(graph.outputs, output_refs)
+    for ref in output_refs:
+        require(ref, len(schedule.steps) + 1, "the graph's return")
+    return program
+
+
+def _collect_output_refs(values, found: list[str]) -> None:
+    for value in values:
+        if isinstance(value, dict) and "ref" in value:
+            found.append(value["ref"])
+        elif isinstance(value, dict) and "list" in value:
+            _collect_output_refs(value["list"], found)
+
+
+def _computes_something(name: str, readers: dict[str, list[str]], roles: GraphRoles) -> bool:
+    """Whether leaving the op out would change the result: it is read, or it mutates, or it is kept."""
+    return bool(readers.get(name)) or roles.mutates or roles.roles.get(name) is None
+
+
+def _check_mutation_order(members, number, position_of, mutating_positions, schedulable, line_of) -> None:
+    """Steps keep their graph order relative to every in-place op (which may change what they read)."""
+    for member in members:
+        for mutating in mutating_positions:
+            other = schedulable[mutating]
+            if other == member or other not in line_of:
+                continue
+            before_in_graph = position_of[member] < mutating
+            before_in_script = number < line_of[other]
+            if before_in_graph != before_in_script:
+                raise ScheduleError(
+                    f"line {number}: {member} must run {'before' if before_in_graph else 'after'} the in-place op {other}",
+                    "keep steps in graph order around ops that write into their inputs",
+                )
+
+
+def _plan(graph, nodes, roles, readers, template_name, members, params, prefix, number) -> KernelPlan:
+    """The kernel plan for `members` under a template; raises ScheduleError if it cannot compute them."""
+    def fail(problem: str, hint: str) -> ScheduleError:
+        return ScheduleError(f"line {number}: kernel {template_name}: {problem}", hint)
+
+    anchors = [member for member in members if not isinstance(roles.roles[member], Pointwise)]
+    if template_name == POINTWISE.name:
+        if anchors:
+            raise fail(f"{anchors[0]} ({nodes[anchors[0]].op}) is not elementwise", "keep it, or use its template")
+        domains = {roles.roles[member].domain for member in members}
+        if len(domains) != 1:
+            raise fail("its ops have different output shapes", "a pointwise kernel's ops share one output shape")
+        anchor, prologue, epilogue, domain = None, (), tuple(members), next(iter(domains))
+    else:
+        if len(anchors) != 1:
+            raise fail(
+                f"needs exactly one {template_name} op, got {', '.join(anchors) or 'none'}",
+                "put one anchor op and the elementwise ops around it in a kernel",
+            )
+        anchor = anchors[0]
+        role = roles.roles[anchor]
+        if not isinstance(role, Anchored) or role.template != template_name:
+            raise fail(f"{anchor} ({nodes[anchor].op}) cannot be computed by this template", "keep it in PyTorch")
+        ancestors = _ancestors_within(nodes, anchor, set(members))
+        prologue = tuple(member for member in members if member in ancestors)
+        epilogue = tuple(member for member in members if member != anchor and member not in ancestors)
+        if prologue:
+            if role.primary_input is None or role.primary_input not in prologue:
+                raise fail("this op takes no prologue", "compute its inputs in a separate kernel")
+            for member in prologue:
+                if roles.roles[member].domain != role.input_domain:
+                    raise fail(f"prologue op {member} is not in the anchor's input shape", "split it into its own kernel")
+                outside = [r for r in readers.get(member, []) if r not in members and not (r == anchor)]
+                if outside or (anchor in readers.get(member, []) and member != role.primary_input):
+                    raise fail(
+                        f"prologue op {member} is also read outside the anchor's primary input",
+                        "store it from its own kernel instead",
+                    )
+        if epilogue and role.output_domain is None:
+            raise fail(f"{anchor} allows no epilogue", "compute the following ops in a separate kernel")
+        for member in epilogue:
+            if roles.roles[member].domain != role.output_domain:
+                raise fail(f"epilogue op {member} is not in the anchor's output shape", "split it into its own kernel")
+        domain = role.output_domain if role.output_domain is not None else ()
+    outputs = group_outputs(readers, members)
+    if not outputs:
+        raise fail("nothing reads what it computes", "leave these ops out of the script")
+    return KernelPlan(
+        template=template_name,
+        wrapper="",
+        kernel="",
+        nodes=tuple(members),
+        ops=tuple(nodes[member].op for member in members),
+        anchor=anchor,
+        prologue=prologue,
+        epilogue=epilogue,
+        domain=tuple(domain),
+        inputs=tuple(group_inputs(nodes, members)),
+        outputs=tuple(outputs),
+        params=dict(params),
+    )
+
+
+def _ancestors_within(nodes: dict[str, OpNode], start: str, members: set[str]) -> set[str]:
+    found: set[str] = set()
+    pending = [start]
+    while pending:
+        for ref in nodes[pending.pop()].input_refs():
+            if ref in members and ref not in found:
+                found.add(ref)
+                pending.append(ref)
+    return found
+
+
+def short_name(op: str) -> str:
+    """"gelu" for aten.gelu.default; the elementwise table's name where it has one."""
+    entry = ELEMENTWISE_OPS.get(op)
+    if entry is not None:
+        return entry.short_name
+    parts = op.split(".")
+    return parts[1].lstrip("_") if len(parts) == 3 else "op"
+
+
+def _kernel_base_name(prefix: str, members: list[OpNode], anchor: str | None) -> str:
+    """`<prefix>_gelu` for one op, `<prefix>_fused_gelu_mul_add` for several; the anchor named first."""
+    ordered = sorted(members, key=lambda member: member.name != anchor) if anchor else members
+    short_names: list[str] = []
+    for member in ordered:
+        name = short_name(member.op)
+        if name not in short_names:
+            short_names.append(name)
+    listed = "_".join(short_names[:NAMED_OPS_PER_KERNEL])
+    if len(short_names) > NAMED_OPS_PER_KERNEL:
+        listed += "_and_more"
+    return f"{prefix}_{listed}" if len(members) == 1 else f"{prefix}_fused_{listed}"

@@ -1,0 +1,139 @@
+"""What every kernel template provides: its schedule parameters, which ops it anchors, how it renders.
+
+A template is one kind of kernel (pointwise, reduce, matmul, ...). The planner groups ops around an
+anchor op the template claims; the template renders the group from a `KernelPlan` and its parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode
+from drtriton_lsp.compiler.names import NameScope
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """One schedule choice: its name in scripts, how its text parses, what it means.
+
+    parse: canonical text -> value, raising ValueError with a readable reason; `render(parse(t)) == t`
+    must hold for accepted text, so the parser rejects any other spelling of the same value.
+    """
+
+    name: str
+    parse: Callable[[str], Any]
+    render: Callable[[Any], str]
+    doc: str
+
+
+def power_of_two(name: str, low: int, high: int, doc: str) -> ParameterSpec:
+    """An integer power of two in [low, high], written in decimal."""
+
+    def parse(text: str) -> int:
+        if not text.isdigit() or text != str(int(text)):
+            raise ValueError(f"expected a decimal integer, got {text!r}")
+        value = int(text)
+        if value & (value - 1) or not low <= value <= high:
+            raise ValueError(f"expected a power of two from {low} to {high}, got {value}")
+        return value
+
+    return ParameterSpec(name, parse, str, doc)
+
+
+def choice(name: str, options: tuple[str, ...], doc: str) -> ParameterSpec:
+    """One word out of `options`."""
+
+    def parse(text: str) -> str:
+        if text not in options:
+            raise ValueError(f"expected one of {', '.join(options)}, got {text!r}")
+        return text
+
+    return ParameterSpec(name, parse, str, doc)
+
+
+def tile(name: str, axes: tuple[str, ...], low: int, high: int, doc: str) -> ParameterSpec:
+    """Powers of two joined by "x", one per axis (e.g. "64x128x32" for M, N, K)."""
+    axis_spec = power_of_two(name, low, high, doc)
+
+    def parse(text: str) -> tuple[int, ...]:
+        parts = text.split("x")
+        if len(parts) != len(axes):
+            raise ValueError(f"expected {len(axes)} sizes joined by 'x' ({'x'.join(axes)}), got {text!r}")
+        return tuple(axis_spec.parse(part) for part in parts)
+
+    return ParameterSpec(name, parse, lambda sizes: "x".join(str(size) for size in sizes), doc)
+
+
+@dataclass(frozen=True)
+class AnchorShape:
+    """How an anchor op shapes its kernel.
+
+    primary_input: the value a prologue may compute in-kernel instead of loading (None: no prologue).
+    input_domain: shape of the primary input. output_domain: shape of the op's single output,
+    where epilogue ops run (None: the op allows no epilogue, e.g. it returns several tensors).
+    """
+
+    primary_input: str | None
+    input_domain: tuple[Dim, ...]
+    output_domain: tuple[Dim, ...] | None
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """One kernel, fully decided: what it computes, what it reads and stores, with which parameters.
+
+    nodes: every op it computes, in graph order. anchor: the template's op (None for pointwise).
+    prologue: pointwise ops computed on the anchor's primary input before it (in graph order);
+    epilogue: pointwise ops in the anchor's output domain (for pointwise kernels: all nodes).
+    domain: the shape the epilogue (or the pointwise body) iterates over.
+    inputs: graph values read from memory, in order of first use; outputs: values stored.
+    params: the template's parameters, parsed (name -> value).
+    """
+
+    template: str
+    wrapper: str
+    kernel: str
+    nodes: tuple[str, ...]
+    ops: tuple[str, ...]
+    anchor: str | None
+    prologue: tuple[str, ...]
+    epilogue: tuple[str, ...]
+    domain: tuple[Dim, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+class Template:
+    """Base class of kernel templates; subclasses set `name` and `parameters` and override the rest."""
+
+    name: str = ""
+    parameters: tuple[ParameterSpec, ...] = ()
+    # ops of this kind, in the coverage table and kernel names (e.g. "sum", "layer_norm")
+    summary: str = ""
+
+    def anchor(self, node: OpNode, graph: OpGraph) -> AnchorShape | None:
+        """The op's kernel shape if this template computes it with PyTorch's semantics, else None."""
+        return None
+
+    def default_parameters(self, plan: KernelPlan, graph: OpGraph) -> dict[str, Any]:
+        """The parameters the compiler picks when no script gives them (a heuristic, not a search)."""
+        raise NotImplementedError
+
+    def render(self, plan: KernelPlan, context: "RenderContext") -> str:
+        """Source of the `@triton.jit` kernel and its Python launch wrapper `plan.wrapper`."""
+        raise NotImplementedError
+
+
+@dataclass
+class RenderContext:
+    """What templates share while rendering one program: the graph, device helpers, taken names."""
+
+    graph: OpGraph
+    helpers: Any  # elementwise.DeviceHelpers
+    module_names: tuple[str, ...]
+
+    def scope(self) -> NameScope:
+        """A fresh name scope for one generated function, that never shadows a module-level name."""
+        return NameScope(self.module_names)

@@ -1,0 +1,361 @@
+"""The pointwise template: fused elementwise ops over one domain, plus the pieces other templates reuse.
+
+`DomainReads` loads graph values broadcast into any iteration domain and `elementwise_lines` computes
+fused ops on them, so prologues and epilogues of reduce, matmul and pooling kernels read like this one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from drtriton_lsp.compiler.elementwise import (
+    ELEMENTWISE_OPS,
+    TRITON_DTYPES,
+    DeviceHelpers,
+    OpRendering,
+    TensorOperand,
+    bind_arguments,
+)
+from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode, TensorSpec
+from drtriton_lsp.compiler.names import NameScope
+from drtriton_lsp.compiler.templates.base import KernelPlan, RenderContext, Template, power_of_two
+
+INDENT = "    "
+
+
+@dataclass(frozen=True)
+class DomainRead:
+    """How a kernel reads one graph value: pointer, per-dimension strides, optional fast path."""
+
+    value: str
+    spec: TensorSpec
+    variable: str
+    pointer: str
+    strides: dict[int, str]  # domain dim -> stride parameter, for dims the value varies along
+    contiguous_flag: str | None  # set when the value may be a contiguous tensor of the domain's shape
+
+
+class DomainReads:
+    """Graph values read into a kernel's iteration domain, broadcasting like PyTorch.
+
+    A value of lower rank aligns with the domain's trailing dims; size-1 dims broadcast (no stride
+    parameter, index ignored). `flat_fast_path`: the kernel also has flat offsets into a contiguous
+    domain, so a contiguous full-shape value can be read at those offsets instead of through strides.
+    """
+
+    def __init__(
+        self,
+        graph: OpGraph,
+        domain: tuple[Dim, ...],
+        values: Sequence[str],
+        scope: NameScope,
+        variables: dict[str, str],
+        *,
+        flat_fast_path: bool,
+    ):
+        self.domain = domain
+        varying_dims = [dim for dim, size in enumerate(domain) if size != 1]
+        self.reads: list[DomainRead] = []
+        for value in values:
+            spec = graph.spec_of(value)
+            variables[value] = scope.fresh(value)
+            pointer = scope.fresh(f"{variables[value]}_ptr")
+            offset = len(domain) - spec.rank
+            dims = [dim for dim in varying_dims if dim >= offset and spec.shape[dim - offset] != 1]
+            strides = {dim: scope.fresh(f"{variables[value]}_stride{dim}") for dim in dims}
+            full_shape = flat_fast_path and dims and spec.shape == domain
+            flag = scope.fresh(f"{variables[value]}_is_contiguous".upper()) if full_shape else None
+            self.reads.append(DomainRead(value, spec, variables[value], pointer, strides, flag))
+
+    @property
+    def indexed_dims(self) -> list[int]:
+        """Domain dims some value is read along through a stride: the kernel needs their indices."""
+        return sorted({dim for read in self.reads for dim in read.strides})
+
+    def pointer_parameters(self) -> list[str]:
+        return [read.pointer for read in self.reads]
+
+    def stride_parameters(self) -> list[str]:
+        return [stride for read in self.reads for stride in read.strides.values()]
+
+    def flag_parameters(self) -> list[str]:
+        return [f"{read.contiguous_flag}: tl.constexpr" for read in self.reads if read.contiguous_flag]
+
+    def load_lines(self, index_of_dim: dict[int, str], mask: str | None, flat_offsets: str | None = None) -> list[str]:
+        """Statements loading every value as float32 (bool stays int1) at the given domain indices.
+
+        index_of_dim: an index expression per indexed dim (broadcastable, e.g. "rows[:, None]").
+        """
+        lines: list[str] = []
+        if any(read.contiguous_flag for read in self.reads):
+            lines.append("# a contiguous input of the domain's shape is read straight at the flat offsets")
+        masked = f", mask={mask}" if mask else ""
+        for read in self.reads:
+            dtype = read.spec.dtype
+            # compute in float32; bool tensors stay int1 so they can serve as conditions
+            convert = "" if dtype in ("float32", "bool") else ".to(tl.float32)"
+            if not read.strides:
+                lines += [
+                    f"# {read.variable} holds one element, the same for the whole domain",
+                    f"{read.variable} = tl.load({read.pointer}){convert}",
+                ]
+                continue
+            strided = " + ".join(f"{index_of_dim[dim]} * {stride}" for dim, stride in read.strides.items())
+            strided_load = f"{read.variable} = tl.load({read.pointer} + {strided}{masked}){convert}"
+            if read.contiguous_flag is None or flat_offsets is None:
+                if len(read.strides) < sum(1 for size in self.domain if size != 1):
+                    dims = ", ".join(str(dim) for dim in read.strides)
+                    plural = "s" if len(read.strides) > 1 else ""
+                    lines.append(
+                        f"# {read.variable} broadcasts: of the domain's {len(self.domain)} dims "
+                        f"it varies along dim{plural} {dims} only"
+                    )
+                lines.append(strided_load)
+                continue
+            lines += [
+                f"if {read.contiguous_flag}:",
+                f"{INDENT}{read.variable} = tl.load({read.pointer} + {flat_offsets}{masked}){convert}",
+                "else:",
+                f"{INDENT}{strided_load}",
+            ]
+        return lines
+
+    def wrapper_arguments(
+        self, tensors: dict[str, str], domain_shape: str, scope: NameScope
+    ) -> tuple[list[str], list[str], list[str]]:
+        """For the launch wrapper: (statements, stride arguments, contiguity flag arguments).
+
+        tensors: graph value -> the wrapper's variable holding it; domain_shape: an expression for
+        the domain's torch.Size at run time.
+        """
+        lines: list[str] = []
+        stride_arguments: list[str] = []
+        for read in self.reads:
+            if not read.strides:
+                continue
+            tensor = tensors[read.value]
+            strides = scope.fresh(f"{tensor}_strides")
+            # broadcast dims get stride 0, so one formula reads full-size and broadcast inputs alike
+            full_size = read.spec.shape == self.domain
+            source = f"{tensor}.stride()" if full_size else f"{tensor}.expand({domain_shape}).stride()"
+            lines.append(f"{strides} = {source}")
+            stride_arguments += [f"{strides}[{dim}]" for dim in read.strides]
+        flags = [
+            f"{read.contiguous_flag}={tensors[read.value]}.is_contiguous()" for read in self.reads if read.contiguous_flag
+        ]
+        return lines, stride_arguments, flags
+
+
+def flat_index_lines(
+    domain: tuple[Dim, ...],
+    indexed_dims: list[int],
+    flat_offsets: str,
+    scope: NameScope,
+) -> tuple[list[str], dict[int, str], dict[int, str]]:
+    """Statements splitting row-major flat offsets into the indices of `indexed_dims`.
+
+    Returns (statements, index variable per indexed dim, size parameter per dim the split divides by).
+    Size-1 dims are skipped (their index is always 0).
+    """
+    if not indexed_dims:
+        return [], {}, {}
+    varying_dims = [dim for dim, size in enumerate(domain) if size != 1]
+    index_names = {dim: scope.fresh(f"index{dim}") for dim in indexed_dims}
+    size_names: dict[int, str] = {}
+    lowest_needed = indexed_dims[0]
+    outermost = varying_dims[0]
+    splitting = [dim for dim in reversed(varying_dims) if dim >= lowest_needed]
+    lines: list[str] = []
+    remainder = flat_offsets
+    quotient_variable: str | None = None
+    for position, dim in enumerate(splitting):
+        target = index_names.get(dim)
+        if dim == outermost:
+            lines.append(f"{target} = {remainder}")
+            break
+        size = size_names[dim] = scope.fresh(f"size{dim}")
+        if target is not None:
+            lines.append(f"{target} = {remainder} % {size}")
+        if dim == lowest_needed:
+            break
+        quotient = f"{remainder} // {size}"
+        if splitting[position + 1] == outermost:
+            remainder = quotient
+        else:
+            quotient_variable = quotient_variable or scope.fresh("outer")
+            lines.append(f"{quotient_variable} = {quotient}")
+            remainder = quotient_variable
+    return lines, index_names, dict(sorted(size_names.items()))
+
+
+def elementwise_lines(
+    graph: OpGraph,
+    members: Sequence[str],
+    variables: dict[str, str],
+    scope: NameScope,
+    helpers: DeviceHelpers,
+) -> list[str]:
+    """Statements computing `members` (fusible elementwise ops, in graph order) in float32.
+
+    variables: graph value -> kernel variable, for every value the members read; filled in for the
+    members. A member read by a later member is rounded to its dtype first, as PyTorch does.
+    """
+    nodes = {node.name: node for node in graph.nodes}
+    for member in members:
+        variables[member] = scope.fresh(member)
+    member_set = set(members)
+    read_inside = {ref for member in members for ref in nodes[member].input_refs() if ref in member_set}
+    lines: list[str] = []
+    rounding_explained = False
+    for member in members:
+        node = nodes[member]
+        arguments = {name: _kernel_operand(graph, value, variables) for name, value in bind_arguments(node).items()}
+        shown = ", ".join(
+            [_show_argument(value, variables) for value in node.args]
+            + [f"{key}={_show_argument(value, variables)}" for key, value in node.kwargs.items()]
+        )
+        lines.append(f"# {member} = {node.op}({shown})")
+        rendering = OpRendering(variables[member], arguments, scope, helpers)
+        lines.extend(ELEMENTWISE_OPS[node.op].render(rendering))
+        dtype = node.spec.dtype
+        if dtype != "float32" and member in read_inside:
+            variable = variables[member]
+            if not rounding_explained:
+                lines.append(f"# round to the op's dtype ({dtype}) before the next op reads it, as PyTorch does")
+                rounding_explained = True
+            lines.append(f"{variable} = {variable}.to({TRITON_DTYPES[dtype]}).to(tl.float32)")
+    return lines
+
+
+def stored(variable: str, dtype: str) -> str:
+    """The expression to store a float32 kernel variable into a tensor of `dtype`."""
+    return variable if dtype == "float32" else f"{variable}.to({TRITON_DTYPES[dtype]})"
+
+
+def _kernel_operand(graph: OpGraph, value: Any, variables: dict[str, str]) -> Any:
+    if isinstance(value, dict) and "ref" in value:
+        ref = value["ref"]
+        return TensorOperand(variables[ref], graph.spec_of(ref).dtype == "bool")
+    return value
+
+
+def _show_argument(value: Any, variables: dict[str, str]) -> str:
+    if isinstance(value, dict) and "ref" in value:
+        return variables[value["ref"]]
+    if isinstance(value, dict) and "dtype" in value:
+        return f"torch.{value['dtype']}"
+    return repr(value)
+
+
+def domain_text(domain: tuple[Dim, ...]) -> str:
+    return "[" + ", ".join(str(dim) for dim in domain) + "]"
+
+
+class PointwiseTemplate(Template):
+    """Elementwise ops sharing one output shape, in one launch over the flattened domain."""
+
+    name = "pointwise"
+    summary = "elementwise math, activations, comparisons, where, clamp, casts, eval-mode dropout"
+    parameters = (
+        power_of_two("block", 64, 8192, "elements each program computes"),
+        power_of_two("warps", 1, 16, "warps per program"),
+    )
+
+    def default_parameters(self, plan: KernelPlan, graph: OpGraph) -> dict[str, Any]:
+        return {"block": 1024, "warps": 4}
+
+    def render(self, plan: KernelPlan, context: RenderContext) -> str:
+        graph, domain = context.graph, plan.domain
+        scope = context.scope()
+        # the body below spells these names literally; taking them first renames any value called so
+        for fixed in ("pid", "offsets", "mask", "numel", "BLOCK"):
+            scope.fresh(fixed)
+        variables: dict[str, str] = {}
+        reads = DomainReads(graph, domain, plan.inputs, scope, variables, flat_fast_path=True)
+        compute = elementwise_lines(graph, plan.nodes, variables, scope, context.helpers)
+        output_pointers = {value: scope.fresh(f"{variables[value]}_ptr") for value in plan.outputs}
+        index_lines, index_names, size_names = flat_index_lines(domain, reads.indexed_dims, "offsets", scope)
+
+        body = [
+            "pid = tl.program_id(0)",
+            "# int64 offsets: the flattened domain may hold more than 2**31 elements",
+            "offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+            "# mask guards the last block",
+            "mask = offsets < numel",
+        ]
+        if index_lines:
+            body.append("# split each flat offset into per-dimension indices, for inputs read through strides")
+            body.extend(index_lines)
+        body.extend(reads.load_lines(index_names, "mask", flat_offsets="offsets"))
+        body.extend(compute)
+        for value in plan.outputs:
+            dtype = graph.spec_of(value).dtype
+            body.append(f"tl.store({output_pointers[value]} + offsets, {stored(variables[value], dtype)}, mask=mask)")
+
+        parameters = (
+            reads.pointer_parameters()
+            + list(output_pointers.values())
+            + ["numel"]
+            + list(size_names.values())
+            + reads.stride_parameters()
+            + reads.flag_parameters()
+            + ["BLOCK: tl.constexpr"]
+        )
+        replaced = ", ".join(f"{op} ({node})" for node, op in zip(plan.nodes, plan.ops))
+        lines = ["@triton.jit", f"def {plan.kernel}("]
+        lines += [f"{INDENT}{parameter}," for parameter in parameters]
+        lines += [
+            "):",
+            f'{INDENT}"""Replaces {replaced}.',
+            "",
+            f"{INDENT}Each program computes BLOCK elements of the flattened {domain_text(domain)} domain in float32.",
+            f'{INDENT}"""',
+        ]
+        lines += [f"{INDENT}{line}" for line in body]
+        kernel_source = "\n".join(lines) + "\n"
+        return kernel_source + "\n\n" + self._wrapper(plan, context, reads, list(size_names))
+
+    def _wrapper(self, plan: KernelPlan, context: RenderContext, reads: DomainReads, size_dims: list[int]) -> str:
+        graph = context.graph
+        scope = context.scope()
+        tensors = {value: scope.fresh(value) for value in plan.inputs}
+        outputs = {value: scope.fresh(value) for value in plan.outputs}
+        domain_shape, numel, block, grid = (scope.fresh(name) for name in ("domain_shape", "numel", "BLOCK", "grid"))
+        full_shape = [read for read in reads.reads if read.spec.shape == plan.domain]
+        device = f"{tensors[plan.inputs[0]]}.device"
+
+        returned = ", ".join(outputs.values())
+        lines = [
+            f"def {plan.wrapper}({', '.join(tensors.values())}):",
+            f'{INDENT}"""Computes {", ".join(plan.nodes)} in one launch of {plan.kernel}; returns {returned}."""',
+        ]
+        if full_shape:
+            lines.append(f"{INDENT}{domain_shape} = {tensors[full_shape[0].value]}.shape")
+        else:
+            shapes = ", ".join(f"{tensors[value]}.shape" for value in plan.inputs)
+            lines.append(f"{INDENT}{domain_shape} = torch.broadcast_shapes({shapes})")
+        for value, variable in outputs.items():
+            dtype = graph.spec_of(value).dtype
+            lines.append(f"{INDENT}{variable} = torch.empty({domain_shape}, dtype=torch.{dtype}, device={device})")
+        lines.append(f"{INDENT}{numel} = {next(iter(outputs.values()))}.numel()")
+        stride_lines, stride_arguments, flag_arguments = reads.wrapper_arguments(tensors, domain_shape, scope)
+        lines += [INDENT + line for line in stride_lines]
+        lines += [
+            f"{INDENT}{block} = {plan.params['block']}",
+            f"{INDENT}# one program per block of {block} elements",
+            f"{INDENT}{grid} = (triton.cdiv({numel}, {block}),)",
+            f"{INDENT}{plan.kernel}[{grid}](",
+        ]
+        arguments = (
+            list(tensors.values())
+            + list(outputs.values())
+            + [numel]
+            + [f"{domain_shape}[{dim}]" for dim in size_dims]
+            + stride_arguments
+            + flag_arguments
+            + [f"BLOCK={block}", f"num_warps={plan.params['warps']}"]
+        )
+        lines += [f"{INDENT * 2}{argument}," for argument in arguments]
+        lines += [f"{INDENT})", f"{INDENT}return {returned}"]
+        return "\n".join(lines) + "\n"
