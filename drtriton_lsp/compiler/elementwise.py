@@ -27,10 +27,14 @@ NUMBER_TYPES = ("number", "Optional[number]", "float", "Optional[float]")
 
 @dataclass(frozen=True)
 class TensorOperand:
-    """A tensor argument inside the kernel: a float32 variable, or an int1 one for bool tensors."""
+    """A tensor argument inside the kernel: a float32 variable, or an int1 one for bool tensors.
+
+    dtype: the tensor's dtype in memory (what PyTorch computes in, before our float32 load).
+    """
 
     variable: str
     is_bool: bool
+    dtype: str = "float32"
 
 
 DEVICE_HELPER_SOURCES = {
@@ -100,12 +104,21 @@ Acceptor = Callable[[dict[str, Any]], bool]  # the op's bound arguments -> fusib
 
 @dataclass(frozen=True)
 class ElementwiseOp:
-    """A fusible overload. short_name names kernels; may_return_input marks ops that can alias."""
+    """A fusible overload. short_name names kernels; may_return_input marks ops that can alias.
+
+    returns_bool: the op produces a bool tensor (comparisons, logical ops) as an int1 variable.
+    float_operands_only: every tensor operand must share one floating dtype (comparisons in
+    PyTorch happen in that dtype, so integer operands, exact there, would be rounded here).
+    bool_operands_only: every tensor operand must be bool (logical ops).
+    """
 
     short_name: str
     render: Renderer
     accepts: Acceptor | None = None
     may_return_input: bool = False
+    returns_bool: bool = False
+    float_operands_only: bool = False
+    bool_operands_only: bool = False
 
 
 def _unary(expression: str) -> Renderer:
@@ -324,6 +337,126 @@ def _render_identity(call: OpRendering) -> list[str]:
     return call.assign(call.number(first))
 
 
+def _log1p_expression(call: OpRendering, x: str) -> list[str]:
+    """log(1 + x) accurate for tiny x: log(u) * x / (u - 1) with u = 1 + x cancels the rounding of u."""
+    u = call.scope.fresh(f"{call.target}_one_plus")
+    return [
+        f"{u} = 1.0 + {x}",
+        f"{call.target} = tl.where({u} == 1.0, {x}, tl.log({u}) * ({x} / ({u} - 1.0)))",
+    ]
+
+
+def _render_log1p(call: OpRendering) -> list[str]:
+    return _log1p_expression(call, call.number("self"))
+
+
+def _render_expm1(call: OpRendering) -> list[str]:
+    """exp(x) - 1 accurate for tiny x (Kahan): (u - 1) * x / log(u) with u = exp(x)."""
+    x = call.number("self")
+    u = call.scope.fresh(f"{call.target}_exp")
+    return [
+        f"{u} = tl.exp({x})",
+        f"{call.target} = tl.where({u} == 1.0, {x}, tl.where({u} - 1.0 == -1.0, -1.0, ({u} - 1.0) * ({x} / tl.log({u}))))",
+    ]
+
+
+def _render_log_sigmoid(call: OpRendering) -> list[str]:
+    """min(x, 0) - log1p(exp(-|x|)): PyTorch's formula, which never overflows."""
+    x = call.number("self")
+    tail = call.scope.fresh(f"{call.target}_tail")
+    lines = [f"{tail} = tl.exp(-tl.abs({x}))"]
+    lines += _log1p_expression(OpRendering(tail, call.arguments, call.scope, call.helpers), tail)
+    return lines + call.assign(f"tl.where({x} < 0.0, {x}, 0.0) - {tail}")
+
+
+def _render_celu(call: OpRendering) -> list[str]:
+    alpha = float(call.arguments["alpha"])
+    return _elu(call, alpha, 1.0, 1.0 / alpha)
+
+
+def _render_sign(call: OpRendering) -> list[str]:
+    # PyTorch: sign(NaN) = 0 and sign(-0.0) = 0
+    x = call.number("self")
+    return call.assign(f"tl.where({x} > 0.0, 1.0, tl.where({x} < 0.0, -1.0, 0.0))")
+
+
+def _render_trunc(call: OpRendering) -> list[str]:
+    x = call.number("self")
+    return call.assign(f"tl.where({x} < 0.0, tl.ceil({x}), tl.floor({x}))")
+
+
+def _render_lerp(call: OpRendering) -> list[str]:
+    """PyTorch's two-sided formula: exact at weight 0 and at weight 1."""
+    start, end = call.number("self"), call.number("end")
+    weight = float(call.arguments["weight"])
+    if weight < 0.5:
+        return call.assign(f"{start} + {float_literal(weight)} * ({end} - {start})")
+    return call.assign(f"{end} - ({end} - {start}) * {float_literal(1.0 - weight)}")
+
+
+def _render_addcmul(call: OpRendering) -> list[str]:
+    value = float(call.arguments["value"])
+    product = f"{call.number('tensor1')} * {call.number('tensor2')}"
+    scaled = product if value == 1 else f"{float_literal(value)} * {product}"
+    return call.assign(f"{call.number('self')} + {scaled}")
+
+
+def _render_addcdiv(call: OpRendering) -> list[str]:
+    value = float(call.arguments["value"])
+    quotient = f"tl.div_rn({call.number('tensor1')}, {call.number('tensor2')})"
+    scaled = quotient if value == 1 else f"{float_literal(value)} * {quotient}"
+    return call.assign(f"{call.number('self')} + {scaled}")
+
+
+def _scalar_in_dtype_of(call: OpRendering, scalar: float | int, tensor_name: str) -> str:
+    """A Python scalar as PyTorch sees it next to a tensor: rounded to the tensor's float dtype."""
+    operand = call.arguments[tensor_name]
+    rounded = torch.tensor(scalar, dtype=getattr(torch, operand.dtype)).item()
+    return float_literal(rounded)
+
+
+def _render_masked_fill(call: OpRendering) -> list[str]:
+    value = _scalar_in_dtype_of(call, call.arguments["value"], "self")
+    return call.assign(f"tl.where({call.arguments['mask'].variable}, {value}, {call.number('self')})")
+
+
+def _render_threshold(call: OpRendering) -> list[str]:
+    x = call.number("self")
+    threshold = _scalar_in_dtype_of(call, call.arguments["threshold"], "self")
+    value = _scalar_in_dtype_of(call, call.arguments["value"], "self")
+    # x <= threshold is false for NaN, so NaN passes through as in PyTorch
+    return call.assign(f"tl.where({x} <= {threshold}, {value}, {x})")
+
+
+def _render_comparison(operator: str) -> Renderer:
+    def render(call: OpRendering) -> list[str]:
+        other = call.arguments["other"]
+        right = call.number("other") if isinstance(other, TensorOperand) else _scalar_in_dtype_of(call, other, "self")
+        return call.assign(f"{call.number('self')} {operator} {right}")
+
+    return render
+
+
+def _render_logical(operator: str) -> Renderer:
+    def render(call: OpRendering) -> list[str]:
+        return call.assign(f"{call.arguments['self'].variable} {operator} {call.arguments['other'].variable}")
+
+    return render
+
+
+def _render_logical_not(call: OpRendering) -> list[str]:
+    return call.assign(f"{call.arguments['self'].variable} == 0")
+
+
+def _render_isnan(call: OpRendering) -> list[str]:
+    x = call.number("self")
+    return call.assign(f"{x} != {x}")
+
+
+def _nonzero_alpha(bound: dict[str, Any]) -> bool:
+    return isinstance(bound["alpha"], (int, float)) and bound["alpha"] != 0
+
+
 def _true_division(bound: dict[str, Any]) -> bool:
     return bound.get("rounding_mode") is None
 
@@ -412,6 +545,38 @@ ELEMENTWISE_OPS: dict[str, ElementwiseOp] = {
     "aten.where.self": _WHERE,
     "aten.where.ScalarOther": _WHERE,
     "aten.where.ScalarSelf": _WHERE,
+    "aten.log1p.default": ElementwiseOp("log1p", _render_log1p),
+    "aten.expm1.default": ElementwiseOp("expm1", _render_expm1),
+    "aten.exp2.default": ElementwiseOp("exp2", _unary("tl.exp2({x})")),
+    "aten.log2.default": ElementwiseOp("log2", _unary("tl.log2({x})")),
+    "aten.log_sigmoid.default": ElementwiseOp("log_sigmoid", _render_log_sigmoid),
+    "aten.celu.default": ElementwiseOp("celu", _render_celu, _nonzero_alpha),
+    "aten.sign.default": ElementwiseOp("sign", _render_sign, float_operands_only=True),
+    "aten.floor.default": ElementwiseOp("floor", _unary("tl.floor({x})"), float_operands_only=True),
+    "aten.ceil.default": ElementwiseOp("ceil", _unary("tl.ceil({x})"), float_operands_only=True),
+    "aten.trunc.default": ElementwiseOp("trunc", _render_trunc, float_operands_only=True),
+    "aten.lerp.Scalar": ElementwiseOp("lerp", _render_lerp),
+    "aten.addcmul.default": ElementwiseOp("addcmul", _render_addcmul),
+    "aten.addcdiv.default": ElementwiseOp("addcdiv", _render_addcdiv),
+    "aten.masked_fill.Scalar": ElementwiseOp("masked_fill", _render_masked_fill, float_operands_only=True),
+    "aten.threshold.default": ElementwiseOp("threshold", _render_threshold, float_operands_only=True),
+    "aten.gt.Tensor": ElementwiseOp("gt", _render_comparison(">"), returns_bool=True, float_operands_only=True),
+    "aten.gt.Scalar": ElementwiseOp("gt", _render_comparison(">"), returns_bool=True, float_operands_only=True),
+    "aten.lt.Tensor": ElementwiseOp("lt", _render_comparison("<"), returns_bool=True, float_operands_only=True),
+    "aten.lt.Scalar": ElementwiseOp("lt", _render_comparison("<"), returns_bool=True, float_operands_only=True),
+    "aten.ge.Tensor": ElementwiseOp("ge", _render_comparison(">="), returns_bool=True, float_operands_only=True),
+    "aten.ge.Scalar": ElementwiseOp("ge", _render_comparison(">="), returns_bool=True, float_operands_only=True),
+    "aten.le.Tensor": ElementwiseOp("le", _render_comparison("<="), returns_bool=True, float_operands_only=True),
+    "aten.le.Scalar": ElementwiseOp("le", _render_comparison("<="), returns_bool=True, float_operands_only=True),
+    "aten.eq.Tensor": ElementwiseOp("eq", _render_comparison("=="), returns_bool=True, float_operands_only=True),
+    "aten.eq.Scalar": ElementwiseOp("eq", _render_comparison("=="), returns_bool=True, float_operands_only=True),
+    "aten.ne.Tensor": ElementwiseOp("ne", _render_comparison("!="), returns_bool=True, float_operands_only=True),
+    "aten.ne.Scalar": ElementwiseOp("ne", _render_comparison("!="), returns_bool=True, float_operands_only=True),
+    "aten.logical_and.default": ElementwiseOp("logical_and", _render_logical("&"), returns_bool=True, bool_operands_only=True),
+    "aten.logical_or.default": ElementwiseOp("logical_or", _render_logical("|"), returns_bool=True, bool_operands_only=True),
+    "aten.logical_xor.default": ElementwiseOp("logical_xor", _render_logical("^"), returns_bool=True, bool_operands_only=True),
+    "aten.logical_not.default": ElementwiseOp("logical_not", _render_logical_not, returns_bool=True, bool_operands_only=True),
+    "aten.isnan.default": ElementwiseOp("isnan", _render_isnan, returns_bool=True, float_operands_only=True),
     "aten.dropout.default": ElementwiseOp("dropout", _render_identity, _eval_dropout, may_return_input=True),
     "aten.clone.default": ElementwiseOp("clone", _render_identity),
     "aten.alias.default": ElementwiseOp("alias", _render_identity, may_return_input=True),
@@ -461,13 +626,16 @@ def is_fusible(node: OpNode, graph: OpGraph, *, graph_mutates: bool) -> bool:
     in PyTorch, so an in-place write through that alias still reaches the other name.
     """
     entry = ELEMENTWISE_OPS.get(node.op)
-    if entry is None or len(node.outputs) != 1 or node.spec.dtype not in FUSIBLE_DTYPES:
+    if entry is None or len(node.outputs) != 1:
+        return False
+    if node.spec.dtype not in (("bool",) if entry.returns_bool else FUSIBLE_DTYPES):
         return False
     if graph_mutates and entry.may_return_input:
         return False
     bound = bind_arguments(node)
     schema = aten_schema(node.op)
     reads_a_tensor = False
+    operand_dtypes: set[str] = set()
     for argument in schema.arguments:
         value = bound[argument.name]
         argument_type = str(argument.type)
@@ -477,11 +645,17 @@ def is_fusible(node: OpNode, graph: OpGraph, *, graph_mutates: bool) -> bool:
             if spec is None or spec.dtype not in READABLE_DTYPES or argument_type not in TENSOR_TYPES:
                 return False
             reads_a_tensor = True
+            if argument.name not in ("condition", "mask"):
+                operand_dtypes.add(spec.dtype)
         elif argument_type in TENSOR_TYPES + NUMBER_TYPES and not _is_finite_number_or_none(value):
             # export passes Python scalars in Tensor slots too (x + 1.0 is aten.add.Tensor)
             return False
-        if argument.name == "condition" and not (is_reference and spec.dtype == "bool"):
+        if argument.name in ("condition", "mask") and not (is_reference and spec.dtype == "bool"):
             return False
+    if entry.float_operands_only and not (len(operand_dtypes) == 1 and operand_dtypes <= set(FUSIBLE_DTYPES)):
+        return False
+    if entry.bool_operands_only and operand_dtypes != {"bool"}:
+        return False
     return reads_a_tensor and (entry.accepts is None or entry.accepts(bound))
 
 

@@ -96,6 +96,24 @@ UNARY_CASES = {
     "aten.div.Tensor[scalar]": (lambda x: x / 3, normal),
     "aten.div.Tensor_mode[None]": (lambda x: torch.div(x, 3, rounding_mode=None), normal),
     "aten.where.ScalarOther": (lambda x: torch.where(x > 0, x, 0.25), normal),
+    "aten.log1p.default": (lambda x: torch.log1p(x.abs()), normal),
+    "aten.log1p.default[tiny]": (lambda x: torch.log1p(x * 1e-6), normal),
+    "aten.expm1.default": (torch.expm1, normal),
+    "aten.expm1.default[tiny]": (lambda x: torch.expm1(x * 1e-6), normal),
+    "aten.exp2.default": (torch.exp2, normal),
+    "aten.log2.default": (torch.log2, positive),
+    "aten.log_sigmoid.default": (lambda x: F.logsigmoid(x * 30), normal),
+    "aten.celu.default": (lambda x: F.celu(x, alpha=0.7), normal),
+    "aten.sign.default": (lambda x: torch.sign(torch.round(x)), normal),
+    "aten.floor.default": (lambda x: torch.floor(x * 3), normal),
+    "aten.ceil.default": (lambda x: torch.ceil(x * 3), normal),
+    "aten.trunc.default": (lambda x: torch.trunc(x * 3), normal),
+    "aten.masked_fill.Scalar": (lambda x: x.masked_fill(x > 0.2, -1.5), normal),
+    "aten.threshold.default": (lambda x: F.threshold(x, 0.1, 20.0), normal),
+    "aten.gt.Scalar": (lambda x: x > 0.1, normal),
+    "aten.le.Scalar": (lambda x: x <= -0.3, normal),
+    "aten.isnan.default": (lambda x: torch.isnan(torch.log(x)), normal),
+    "aten.logical_not.default": (lambda x: torch.logical_not(x > 0), normal),
 }
 
 BINARY_CASES = {
@@ -110,6 +128,17 @@ BINARY_CASES = {
     "aten.where.self": lambda x, y: torch.where(x > y, x, y * 2),
     "aten.clamp.Tensor": lambda x, y: torch.clamp(x, min=y, max=y + 1),
     "aten.clamp_min.Tensor": lambda x, y: torch.clamp_min(x, y),
+    "aten.lerp.Scalar": lambda x, y: torch.lerp(x, y, 0.3),
+    "aten.lerp.Scalar[high weight]": lambda x, y: torch.lerp(x, y, 0.8),
+    "aten.addcmul.default": lambda x, y: torch.addcmul(x, x, y, value=0.5),
+    "aten.addcdiv.default": lambda x, y: torch.addcdiv(x, x, y.abs() + 0.5, value=2),
+    "aten.eq.Tensor": lambda x, y: x.round() == y.round(),
+    "aten.ne.Tensor": lambda x, y: x.round() != y.round(),
+    "aten.lt.Tensor": lambda x, y: x < y,
+    "aten.ge.Tensor": lambda x, y: x >= y,
+    "aten.logical_and.default": lambda x, y: torch.logical_and(x > 0, y > 0),
+    "aten.logical_or.default": lambda x, y: torch.logical_or(x > 0, y > 0),
+    "aten.logical_xor.default": lambda x, y: torch.logical_xor(x > 0, y > 0),
 }
 
 
@@ -265,3 +294,19 @@ def test_low_precision_parameters_with_float32_math_in_between(run_hybrid):
         model, (normal((4, 53), torch.bfloat16),), (normal((37, 53), torch.bfloat16),)
     )
     torch.testing.assert_close(actual, expected, atol=1.6e-2, rtol=1.6e-2)
+
+
+def test_a_scalar_compared_with_half_precision_is_rounded_to_it_first(run_hybrid):
+    """fp16(0.1) >= 0.1 is True in PyTorch (0.1 becomes fp16 first); in float32 it would be False."""
+    at_the_boundary = torch.full(TEST_SHAPE, 0.1, dtype=torch.float16)
+    program, actual, expected = run_hybrid(
+        OneInput(lambda x: x >= 0.1), (normal(CAPTURE_SHAPE, torch.float16),), (at_the_boundary,)
+    )
+    assert "aten.ge.Scalar" in program.replaced_ops
+    assert expected.all()
+    torch.testing.assert_close(actual, expected)
+
+
+def test_comparisons_of_integer_tensors_stay_in_pytorch(compile_model):
+    program = compile_model(TwoInputs(lambda x, y: (x > y) & (x != 3)), (torch.arange(24).view(4, 6), torch.ones(4, 6, dtype=torch.int64)))
+    assert "aten.gt.Tensor" in program.kept_ops

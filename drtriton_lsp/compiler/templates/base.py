@@ -6,6 +6,7 @@ anchor op the template claims; the template renders the group from a `KernelPlan
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -19,12 +20,14 @@ class ParameterSpec:
 
     parse: canonical text -> value, raising ValueError with a readable reason; `render(parse(t)) == t`
     must hold for accepted text, so the parser rejects any other spelling of the same value.
+    values: every allowed value, in a fixed order (what a search may try).
     """
 
     name: str
     parse: Callable[[str], Any]
     render: Callable[[Any], str]
     doc: str
+    values: tuple[Any, ...]
 
 
 def power_of_two(name: str, low: int, high: int, doc: str) -> ParameterSpec:
@@ -38,7 +41,8 @@ def power_of_two(name: str, low: int, high: int, doc: str) -> ParameterSpec:
             raise ValueError(f"expected a power of two from {low} to {high}, got {value}")
         return value
 
-    return ParameterSpec(name, parse, str, doc)
+    values = tuple(1 << shift for shift in range(high.bit_length()) if low <= 1 << shift <= high)
+    return ParameterSpec(name, parse, str, doc, values)
 
 
 def choice(name: str, options: tuple[str, ...], doc: str) -> ParameterSpec:
@@ -49,7 +53,7 @@ def choice(name: str, options: tuple[str, ...], doc: str) -> ParameterSpec:
             raise ValueError(f"expected one of {', '.join(options)}, got {text!r}")
         return text
 
-    return ParameterSpec(name, parse, str, doc)
+    return ParameterSpec(name, parse, str, doc, options)
 
 
 def tile(name: str, axes: tuple[str, ...], low: int, high: int, doc: str) -> ParameterSpec:
@@ -62,7 +66,8 @@ def tile(name: str, axes: tuple[str, ...], low: int, high: int, doc: str) -> Par
             raise ValueError(f"expected {len(axes)} sizes joined by 'x' ({'x'.join(axes)}), got {text!r}")
         return tuple(axis_spec.parse(part) for part in parts)
 
-    return ParameterSpec(name, parse, lambda sizes: "x".join(str(size) for size in sizes), doc)
+    values = tuple(itertools.product(axis_spec.values, repeat=len(axes)))
+    return ParameterSpec(name, parse, lambda sizes: "x".join(str(size) for size in sizes), doc, values)
 
 
 @dataclass(frozen=True)

@@ -219,7 +219,7 @@ def elementwise_lines(
         rendering = OpRendering(variables[member], arguments, scope, helpers)
         lines.extend(ELEMENTWISE_OPS[node.op].render(rendering))
         dtype = node.spec.dtype
-        if dtype != "float32" and member in read_inside:
+        if dtype not in ("float32", "bool") and member in read_inside:
             variable = variables[member]
             if not rounding_explained:
                 lines.append(f"# round to the op's dtype ({dtype}) before the next op reads it, as PyTorch does")
@@ -230,13 +230,14 @@ def elementwise_lines(
 
 def stored(variable: str, dtype: str) -> str:
     """The expression to store a float32 kernel variable into a tensor of `dtype`."""
-    return variable if dtype == "float32" else f"{variable}.to({TRITON_DTYPES[dtype]})"
+    return variable if dtype in ("float32", "bool") else f"{variable}.to({TRITON_DTYPES[dtype]})"
 
 
 def _kernel_operand(graph: OpGraph, value: Any, variables: dict[str, str]) -> Any:
     if isinstance(value, dict) and "ref" in value:
         ref = value["ref"]
-        return TensorOperand(variables[ref], graph.spec_of(ref).dtype == "bool")
+        dtype = graph.spec_of(ref).dtype
+        return TensorOperand(variables[ref], dtype == "bool", dtype)
     return value
 
 

@@ -1,0 +1,154 @@
+"""Schedule scripts: lossless round trips (property-tested), precise errors, deterministic decoding.
+
+`print(parse(text)) == text` for every text that parses; a text that does not parse names its line.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from drtriton_lsp.compiler.codegen import compile_graph
+from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, ScheduleError, parse_schedule, print_schedule
+from drtriton_lsp.compiler.templates import TEMPLATES
+from drtriton_lsp.engine.capture import capture_graph
+
+NODE_NAMES = st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True)
+
+
+@st.composite
+def kernel_lines(draw) -> KernelLine:
+    template = TEMPLATES[draw(st.sampled_from(sorted(TEMPLATES)))]
+    nodes = draw(st.lists(NODE_NAMES, min_size=1, max_size=5, unique=True))
+    params = tuple((spec.name, draw(st.sampled_from(spec.values))) for spec in template.parameters)
+    return KernelLine(template.name, tuple(nodes), params)
+
+
+schedules = st.lists(st.one_of(kernel_lines(), NODE_NAMES.map(KeepLine)), max_size=8).map(
+    lambda steps: Schedule(tuple(steps))
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(schedules)
+def test_printing_then_parsing_gives_the_same_schedule_and_text(schedule):
+    text = print_schedule(schedule)
+    assert parse_schedule(text) == schedule
+    assert print_schedule(parse_schedule(text)) == text
+
+
+@st.composite
+def edited_scripts(draw) -> str:
+    """A valid script with one random character inserted, deleted or replaced."""
+    text = print_schedule(draw(schedules))
+    position = draw(st.integers(min_value=0, max_value=len(text)))
+    edit = draw(st.sampled_from(["insert", "delete", "replace"]))
+    character = draw(st.sampled_from(list(" =,x0123456789abkn_\n\t")))
+    if edit == "insert":
+        return text[:position] + character + text[position:]
+    if edit == "delete":
+        return text[:position] + text[position + 1 :]
+    return text[:position] + character + text[position + 1 :]
+
+
+@settings(max_examples=400, deadline=None)
+@given(edited_scripts())
+def test_any_text_either_parses_back_to_itself_or_is_rejected_with_a_line(text):
+    try:
+        schedule = parse_schedule(text)
+    except ScheduleError as error:
+        assert error.message.startswith("line "), error.message
+        assert error.hint
+        return
+    assert print_schedule(schedule) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("kernel pointwise add block=1024\n", "line 1: kernel pointwise takes parameters block warps, in that order"),
+        ("kernel pointwise add warps=4 block=1024\n", "in that order; got warps block"),
+        ("keep add\nkernel pointwise mul block=1000 warps=4\n", "line 2: kernel pointwise, parameter block: expected a power of two"),
+        ("kernel pointwise mul block=01024 warps=4\n", "expected a decimal integer"),
+        ("kernel teleport add\n", "line 1: unknown template 'teleport'"),
+        ("keep add\n\nkeep mul\n", "line 2: steps are words separated by single spaces"),
+        ("keep add", "line 1: the script must end with a newline"),
+        ("fuse add\n", "line 1: a step starts with 'kernel' or 'keep'"),
+        ("kernel pointwise add,add block=64 warps=1\n", "line 1: an op is listed twice"),
+    ],
+)
+def test_syntax_errors_name_the_line_and_the_choice(text, expected):
+    with pytest.raises(ScheduleError) as raised:
+        parse_schedule(text)
+    assert expected in raised.value.message
+
+
+class GatedResidual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        hidden = self.proj(x)
+        gate = torch.sigmoid(hidden) * 2.0
+        return gate + x, hidden.sum(-1)
+
+
+@pytest.fixture(scope="module")
+def gated_graph():
+    return capture_graph(GatedResidual().eval(), (torch.randn(3, 8),))
+
+
+def compile_with(graph, script: str | None):
+    return compile_graph(graph, prefix="gated", forward_params=["x"], has_self=True, schedule=script)
+
+
+def test_the_default_script_decodes_to_the_same_source_every_time(gated_graph):
+    default = compile_with(gated_graph, None)
+    again = compile_with(gated_graph, default.schedule)
+    assert again.kernel_block == default.kernel_block
+    assert again.schedule == default.schedule
+    assert compile_with(gated_graph, default.schedule).kernel_block == default.kernel_block
+
+
+def test_changing_a_parameter_changes_only_what_it_controls(gated_graph):
+    default = compile_with(gated_graph, None)
+    assert "kernel pointwise sigmoid,mul,add block=1024 warps=4\n" in default.schedule
+    tuned = compile_with(gated_graph, default.schedule.replace("block=1024 warps=4", "block=256 warps=2"))
+    assert tuned.kernel_block != default.kernel_block
+    assert tuned.kernel_block.replace("BLOCK = 256", "BLOCK = 1024").replace("num_warps=2", "num_warps=4") == default.kernel_block
+
+
+def script_lines(graph) -> list[str]:
+    return compile_with(graph, None).schedule.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda lines: lines[1:], "ops not scheduled: linear"),
+        (lambda lines: lines + ["keep linear"], "linear is already scheduled on line 1"),
+        (lambda lines: [lines[-1]] + lines[:-1], "line 1: sigmoid reads linear, which no earlier line computes"),
+        (lambda lines: [line.replace("sigmoid,", "sigmoid,nonexistent,") for line in lines], "the graph has no op 'nonexistent'"),
+        (lambda lines: [line.replace("sigmoid,mul,add", "mul,sigmoid,add") for line in lines], "lists its ops in graph order"),
+        (lambda lines: ["kernel pointwise linear block=64 warps=1"] + lines[1:], "linear (aten.linear.default) is not elementwise"),
+    ],
+)
+def test_scripts_that_do_not_fit_the_graph_are_rejected_precisely(gated_graph, edit, expected):
+    script = "\n".join(edit(script_lines(gated_graph))) + "\n"
+    with pytest.raises(ScheduleError) as raised:
+        compile_with(gated_graph, script)
+    assert expected in raised.value.message, raised.value.message
+
+
+def test_a_pointwise_kernel_may_be_split_in_two(gated_graph):
+    lines = script_lines(gated_graph)
+    split = [
+        line.replace("kernel pointwise sigmoid,mul,add block=1024 warps=4", "kernel pointwise sigmoid block=64 warps=1\nkernel pointwise mul,add block=128 warps=2")
+        for line in lines
+    ]
+    program = compile_with(gated_graph, "\n".join(split) + "\n")
+    assert len([kernel for kernel in program.kernels if "sigmoid" in kernel or "mul" in kernel]) == 2
