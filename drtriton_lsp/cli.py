@@ -76,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     optimize.add_argument("--markdown", type=Path, help="write the report as Markdown")
     optimize.add_argument("--write", action="store_true", help="write verified kernels back into FILE")
     optimize.add_argument("--trials", type=int, default=5, help="verification trials with fresh inputs (default 5)")
+    optimize.add_argument(
+        "--schedule",
+        type=Path,
+        help="decode this schedule script (see a report's kernel.schedule) instead of the compiler's default; needs --target",
+    )
 
     verify = commands.add_parser("verify", help="check a KernelBench-form candidate (ModelNew) against a task (Model)")
     verify.add_argument("task_file", type=Path)
@@ -108,7 +113,13 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
     path = str(args.file)
     original = read_source(args.file)
     names = [args.target] if args.target else choose_targets(targets_with_inputs(original, path), path)
-    options = OptimizeOptions(device=args.device, trials=args.trials)
+    if args.schedule and not args.target:
+        raise DrtritonError(
+            "--schedule applies to one target, and none was named",
+            "add --target NAME (a script lists the ops of one target's graph)",
+        )
+    schedule = read_source(args.schedule) if args.schedule else None
+    options = OptimizeOptions(device=args.device, trials=args.trials, schedule=schedule)
     runner = LocalRunner()
     outcomes = []
     for name in names:

@@ -186,3 +186,30 @@ def test_one_untraceable_target_does_not_stop_the_others(tmp_path):
     reports = {r["target"]: r for r in json.loads((tmp_path / "r.json").read_text())}
     assert reports["Good"]["status"] == "verified"
     assert reports["Branchy"]["status"] == "error" and "two.py:13" in reports["Branchy"]["message"]
+
+
+@pytest.mark.slow
+def test_a_schedule_script_is_decoded_and_a_bad_one_names_its_line(example_copy, tmp_path):
+    path = example_copy("scaled_activation_chain.py")
+    report_path = tmp_path / "report.json"
+    first = drtriton("optimize", str(path), "--device", "cpu", "--trials", "1", "--json", str(report_path))
+    assert first.returncode == 0, first.stderr
+    default_script = json.loads(report_path.read_text())["kernel"]["schedule"]
+    assert "block=1024 warps=4" in default_script
+
+    tuned = tmp_path / "tuned.schedule"
+    tuned.write_text(default_script.replace("block=1024 warps=4", "block=256 warps=2"))
+    second = drtriton(
+        "optimize", str(path), "--device", "cpu", "--trials", "1", "--target", "ScaledActivation",
+        "--schedule", str(tuned), "--json", str(report_path),
+    )
+    assert second.returncode == 0, second.stderr
+    report = json.loads(report_path.read_text())
+    assert report["status"] == "verified" and report["kernel"]["schedule"] == tuned.read_text()
+    assert "BLOCK = 256" in report["kernel"]["source"]
+
+    broken = tmp_path / "broken.schedule"
+    broken.write_text(default_script.replace("block=1024", "block=1000"))
+    third = drtriton("optimize", str(path), "--device", "cpu", "--target", "ScaledActivation", "--schedule", str(broken))
+    assert third.returncode == 2
+    assert "line 1: kernel pointwise, parameter block: expected a power of two" in third.stderr

@@ -30,6 +30,7 @@ class CompiledProgram:
     kept_ops: one ATen op name per compute op left in PyTorch (views, getitem and shape math not counted).
     view_ops: one ATen op name per view the forward takes in PyTorch (no data moves).
     schedule: the schedule script the program was decoded from.
+    tf32: some kernel computes float32 matmuls in TF32 because its schedule says precision=tf32.
     """
 
     kernel_block: str
@@ -39,6 +40,7 @@ class CompiledProgram:
     kept_ops: tuple[str, ...]
     schedule: str
     view_ops: tuple[str, ...] = ()
+    tf32: bool = False
     required_imports: tuple[str, ...] = ("import torch", "import triton", "import triton.language as tl")
 
 
@@ -78,4 +80,5 @@ def compile_graph(
         kept_ops=tuple(step.op for step in kept if not step.bookkeeping),
         view_ops=tuple(step.op for step in kept if step.node in views),
         schedule=print_schedule(parsed),
+        tf32=any(plan.params.get("precision") == "tf32" for plan in plans),
     )

@@ -35,6 +35,8 @@ class OptimizeOptions:
 
     device: str = "auto"
     trials: int = 5
+    # a schedule script to decode instead of the compiler's default (None: the default)
+    schedule: str | None = None
     capture_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=180))
     verify_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=600))
     benchmark_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=900))
@@ -91,6 +93,7 @@ def optimize_target(
         prefix=snake_case(target_name),
         forward_params=list(target.forward_params),
         has_self=True,  # a function target's Task wraps it in a Model, whose forward takes self
+        schedule=options.schedule,
     )
     search = {"backend": "compiler", "candidates": 1 if program.kernels else 0, "verified": 0, "seconds": 0.0}
     common = dict(
@@ -112,7 +115,7 @@ def optimize_target(
                 timing_note="nothing was generated",
                 kernel_source=None,
                 schedule=program.schedule,
-                message="no elementwise chain to fuse yet; every op stays in PyTorch",
+                message="no op of this target maps to a Triton template yet; every op stays in PyTorch",
                 **common,
             ),
             program,
@@ -132,6 +135,7 @@ def optimize_target(
         on_progress=progress,
         cancel=cancel,
         python_path=python_path,
+        tf32=program.tf32,
     )
     search["verified"] = int(verdict.verified)
     timing, timing_note = None, ""

@@ -1,6 +1,7 @@
 """Tolerances by dtype: what "matches the reference" means, stated in every report.
 
 KernelBench's convention: fp32 atol = rtol = 1e-4; half precision 1e-2; integers exact.
+A float32 result computed with TF32 tensor cores (only when a schedule asks for it) gets 1e-2.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ TOLERANCES: dict[torch.dtype, dict[str, float]] = {
     torch.bfloat16: {"atol": 1e-2, "rtol": 1e-2},
 }
 EXACT = {"atol": 0.0, "rtol": 0.0}
+TF32 = {"atol": 1e-2, "rtol": 1e-2}
 
 
-def tolerance_for(dtype: torch.dtype) -> dict[str, float]:
+def tolerance_for(dtype: torch.dtype, *, tf32: bool = False) -> dict[str, float]:
+    if tf32 and dtype == torch.float32:
+        return dict(TF32)
     return dict(TOLERANCES.get(dtype, EXACT))

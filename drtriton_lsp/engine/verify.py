@@ -110,12 +110,16 @@ def verify_candidate(
     on_progress: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
     python_path: list[str] | None = None,
+    tf32: bool = False,
 ) -> Verdict:
-    """Judge `candidate_source` against `task` on `device` ("cpu" runs Triton's interpreter)."""
+    """Judge `candidate_source` against `task` on `device` ("cpu" runs Triton's interpreter).
+
+    tf32: the candidate computes float32 matmuls in TF32 by request; float32 outputs then get TF32's tolerance.
+    """
     rejection = static_rejection(candidate_source)
     if rejection is not None:
         return rejection
-    params = {"task": task.to_json(), "candidate": candidate_source, "device": device, "trials": trials}
+    params = {"task": task.to_json(), "candidate": candidate_source, "device": device, "trials": trials, "tf32": tf32}
     if input_shapes is not None:
         params["input_shapes"] = input_shapes
     try:

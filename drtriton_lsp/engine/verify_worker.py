@@ -55,6 +55,8 @@ class Tally:
     shapes: list[dict[str, Any]] = field(default_factory=list)
     launches: int = 0
     kernels: dict[str, int] = field(default_factory=dict)
+    # the candidate's schedule computes float32 matmuls in TF32: its float32 tolerance is looser
+    tf32: bool = False
 
 
 def run_verification(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
@@ -63,7 +65,7 @@ def run_verification(params: dict[str, Any], progress: Callable[[str], None]) ->
     trials = int(params.get("trials", 5))
     directory = scratch_directory()
     interpreter = os.environ.get("TRITON_INTERPRET") == "1"
-    tally = Tally()
+    tally = Tally(tf32=bool(params.get("tf32", False)))
     checks: dict[str, Any] = {"poisoned_outputs": True}
     result: dict[str, Any] = {"interpreter": interpreter, "checks": checks}
     try:
@@ -235,8 +237,9 @@ def _compare(expected: list, actual: list, tally: Tally, label: str) -> None:
             raise Rejected("wrong_result", f"{label}: output {index} has shape {list(got.shape)}, expected {list(want.shape)}")
         if got.dtype != want.dtype:
             raise Rejected("wrong_result", f"{label}: output {index} has dtype {got.dtype}, expected {want.dtype}")
-        tolerance = tolerance_for(want.dtype)
-        tally.tolerance[str(want.dtype).removeprefix("torch.")] = tolerance
+        tolerance = tolerance_for(want.dtype, tf32=tally.tf32)
+        label_dtype = str(want.dtype).removeprefix("torch.")
+        tally.tolerance[f"{label_dtype} (tf32)" if tally.tf32 and want.dtype == torch.float32 else label_dtype] = tolerance
         abs_err, rel_err, mismatches = _errors(want, got, tolerance)
         tally.max_abs_err = max(tally.max_abs_err, abs_err)
         tally.max_rel_err = max(tally.max_rel_err, rel_err)
