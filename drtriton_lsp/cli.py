@@ -77,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     optimize.add_argument("--write", action="store_true", help="write verified kernels back into FILE")
     optimize.add_argument("--trials", type=int, default=5, help="verification trials with fresh inputs (default 5)")
     optimize.add_argument(
+        "--search",
+        action="store_true",
+        help="test-time search over schedules on the GPU: each kernel's variants are verified and timed, the fastest kept",
+    )
+    optimize.add_argument(
+        "--search-seconds", type=float, default=60.0, help="time budget of --search per target, in seconds (default 60)"
+    )
+    optimize.add_argument(
         "--schedule",
         type=Path,
         help="decode this schedule script (see a report's kernel.schedule) instead of the compiler's default; needs --target",
@@ -105,6 +113,7 @@ def _device_option(parser: argparse.ArgumentParser) -> None:
 def optimize_command(args: argparse.Namespace, console: Console) -> int:
     from drtriton_lsp.engine.pipeline import OptimizeOptions, Outcome, optimize_target, provenance_text
     from drtriton_lsp.engine.report import one_line, to_markdown
+    from drtriton_lsp.engine.search import SearchBudget
     from drtriton_lsp.engine.verify import Cancelled
     from drtriton_lsp.runners.local import LocalRunner
     from drtriton_lsp.source.extract import targets_with_inputs
@@ -119,7 +128,13 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
             "add --target NAME (a script lists the ops of one target's graph)",
         )
     schedule = read_source(args.schedule) if args.schedule else None
-    options = OptimizeOptions(device=args.device, trials=args.trials, schedule=schedule)
+    options = OptimizeOptions(
+        device=args.device,
+        trials=args.trials,
+        schedule=schedule,
+        search=args.search,
+        search_budget=SearchBudget(seconds=args.search_seconds),
+    )
     runner = LocalRunner()
     outcomes = []
     for name in names:

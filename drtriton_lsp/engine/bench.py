@@ -91,6 +91,29 @@ def run_benchmark(params: dict[str, Any], progress: Callable[[str], None]) -> di
     }
 
 
+def run_candidate_timing(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    """The worker's `time_candidates` method: the task's eager time and each candidate's, in one process.
+
+    For search, where candidates were verified already: no torch.compile, same inputs for all.
+    """
+    task = Task.from_json(params["task"])
+    device = torch.device("cuda")
+    directory = scratch_directory()
+    task_module = load_task(task, directory)
+    eager = build_model(task, task_module, directory, seed=0).to(device)
+    inputs = [v.to(device) if isinstance(v, torch.Tensor) else v for v in draw_inputs(task, task_module, directory, 7)]
+    flush_buffer = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
+    candidate_ms: list[float] = []
+    with torch.no_grad():
+        reference_ms = time_calls(lambda: eager(*inputs), flush_buffer)["median_ms"]
+        for index, source in enumerate(params["candidates"]):
+            progress(f"timing candidate {index + 1}/{len(params['candidates'])}")
+            module = load_module_from_source(source, f"{CANDIDATE_MODULE_NAME}_{index}", directory)
+            candidate = module.ModelNew().eval().to(device)
+            candidate_ms.append(time_calls(lambda: candidate(*inputs), flush_buffer)["median_ms"])
+    return {"reference_ms": reference_ms, "candidate_ms": candidate_ms}
+
+
 def time_calls(function: Callable[[], Any], flush_buffer: torch.Tensor) -> dict[str, Any]:
     """Median event time and median host time (device synchronized) of repeated calls."""
     for _ in range(WARMUP_CALLS):

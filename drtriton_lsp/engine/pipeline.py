@@ -18,6 +18,7 @@ from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.devices import describe_device, resolve_device
 from drtriton_lsp.engine.report import build_report
+from drtriton_lsp.engine.search import SearchBudget
 from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.verify import Cancelled, verify_candidate, worker_environment
 from drtriton_lsp.errors import DrtritonError
@@ -37,6 +38,11 @@ class OptimizeOptions:
     trials: int = 5
     # a schedule script to decode instead of the compiler's default (None: the default)
     schedule: str | None = None
+    # test-time search over schedules (GPU only), its budget, verification jobs at once, and cache
+    search: bool = False
+    search_budget: SearchBudget = field(default_factory=SearchBudget)
+    search_parallel: int = 2
+    search_cache: Path | None = None
     capture_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=180))
     verify_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=600))
     benchmark_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=900))
@@ -122,6 +128,41 @@ def optimize_target(
             capture["mode_dependent"],
         )
 
+    trial = _verify_and_time(task, graph, program, device, device_info, options, runner, python_path, progress, cancel)
+    search["verified"] = int(trial.verdict.verified)
+    if options.search and trial.verdict.verified:
+        trial = _search(
+            task, graph, program, trial, device, device_info, options, runner, python_path, progress, cancel,
+            search, versions, target_name, list(target.forward_params),
+        )
+    search["seconds"] = round(time.monotonic() - started, 2)
+    common["replaced_ops"] = list(trial.program.replaced_ops)
+    common["kept_ops"] = list(trial.program.kept_ops)
+    report = build_report(
+        status="verified" if trial.verdict.verified else "failed",
+        verdict=trial.verdict,
+        timing=trial.timing,
+        timing_note=trial.timing_note,
+        kernel_source=trial.candidate,
+        schedule=trial.program.schedule,
+        message="" if trial.verdict.verified else trial.verdict.explanation,
+        **common,
+    )
+    return Outcome(report, trial.program, capture["mode_dependent"])
+
+
+@dataclass
+class _Trial:
+    """One compiled program, verified and (on a GPU) timed."""
+
+    program: CompiledProgram
+    candidate: str
+    verdict: Any
+    timing: dict[str, Any] | None
+    timing_note: str
+
+
+def _verify_and_time(task, graph, program, device, device_info, options, runner, python_path, progress, cancel) -> _Trial:
     candidate = build_candidate(task.source, program, candidate_header(task, program))
     progress(f"verifying on {device_info['kind']}")
     verdict = verify_candidate(
@@ -137,7 +178,6 @@ def optimize_target(
         python_path=python_path,
         tf32=program.tf32,
     )
-    search["verified"] = int(verdict.verified)
     timing, timing_note = None, ""
     if not verdict.verified:
         timing_note = "not timed: the candidate was not verified"
@@ -156,18 +196,68 @@ def optimize_target(
             env=worker_environment(device),
         )
         timing, timing_note = measured["timing"], measured["reason"]
-    search["seconds"] = round(time.monotonic() - started, 2)
-    report = build_report(
-        status="verified" if verdict.verified else "failed",
-        verdict=verdict,
-        timing=timing,
-        timing_note=timing_note,
-        kernel_source=candidate,
-        schedule=program.schedule,
-        message="" if verdict.verified else verdict.explanation,
-        **common,
+    return _Trial(program, candidate, verdict, timing, timing_note)
+
+
+def _search(
+    task, graph, program, default, device, device_info, options, runner, python_path, progress, cancel,
+    search, versions, target_name, forward_params,
+) -> _Trial:
+    """Search the schedule (GPU only: choosing needs timings), then keep whichever whole program,
+    default or searched, is faster end to end. Updates the report's `search` entry in place."""
+    from drtriton_lsp.compiler.script import parse_schedule
+    from drtriton_lsp.engine.search import SearchCache, WorkerMeasurer, default_cache_directory, search_schedule
+
+    if device == "cpu":
+        search["note"] = "not searched: choosing between verified schedules needs timings, and there is no GPU"
+        return default
+    search["backend"] = "compiler+search"
+    cache = SearchCache(options.search_cache or default_cache_directory())
+    environment = {"device": device_info["name"], **versions}
+    key = cache.key(task.source, graph, environment, options.search_budget)
+    result = cache.load(key)
+    if result is None:
+        measurer = WorkerMeasurer(
+            runner=runner, device=device, trials=options.trials, verify_limits=options.verify_limits,
+            timing_limits=options.benchmark_limits, parallel=options.search_parallel,
+            python_path=python_path, cancel=cancel,
+        )
+        result = search_schedule(
+            graph, parse_schedule(program.schedule), name=snake_case(target_name), measure=measurer,
+            budget=options.search_budget, progress=progress, cancel=cancel,
+        )
+        cache.store(key, result)
+    else:
+        progress("search result found in the cache")
+    search.update(
+        candidates=search["candidates"] + result.candidates,
+        verified=search["verified"] + result.verified,
+        cached=result.cached,
+        stopped=result.stopped,
+        fragments=[
+            {"ops": fragment.ops, "chosen": fragment.chosen, "pytorch_ms": fragment.pytorch_ms, "chosen_ms": fragment.best.ms}
+            for fragment in result.fragments
+        ],
     )
-    return Outcome(report, program, capture["mode_dependent"])
+    if result.schedule == program.schedule or (cancel is not None and cancel.is_set()):
+        search["kept"] = "default"
+        return default
+    searched_program = compile_graph(
+        graph, prefix=snake_case(target_name), forward_params=forward_params, has_self=True, schedule=result.schedule
+    )
+    progress("verifying and timing the searched schedule end to end")
+    searched = _verify_and_time(
+        task, graph, searched_program, device, device_info, options, runner, python_path, progress, cancel
+    )
+    search["verified"] += int(searched.verdict.verified)
+    faster = (
+        searched.verdict.verified
+        and searched.timing is not None
+        and default.timing is not None
+        and searched.timing["triton_ms"] < default.timing["triton_ms"]
+    )
+    search["kept"] = "searched" if faster else "default"
+    return searched if faster else default
 
 
 def user_input_shapes(graph: OpGraph) -> dict[str, Any]:
@@ -214,7 +304,9 @@ def provenance_text(outcome: Outcome) -> str:
             f"Speed: {speed}.",
             "Runs only without autograd (torch.no_grad / inference_mode) on CUDA tensors; otherwise the",
             "original forward runs. Remove this block and the @drtriton_dispatch line to undo.",
+            "Schedule script (save it to a file and pass --schedule FILE to reproduce or refine):",
         ]
+        + [f"  {line}" for line in (report["kernel"].get("schedule") or "").splitlines()]
     )
 
 

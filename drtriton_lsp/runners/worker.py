@@ -1,8 +1,8 @@
 """`drtriton worker`: the process that runs user and generated code, answering JSON-RPC on stdio.
 
-Methods: capabilities, capture, verify, benchmark, shutdown. Anything the code under test
-prints goes to stderr: file descriptor 1 is moved aside at start-up so only protocol messages
-reach the caller, even when a kernel or the user's module writes to stdout.
+Methods: capabilities, capture, verify, benchmark, time_candidates, ceilings, shutdown. Anything
+the code under test prints goes to stderr: file descriptor 1 is moved aside at start-up so only
+protocol messages reach the caller, even when a kernel or the user's module writes to stdout.
 """
 
 from __future__ import annotations
@@ -42,11 +42,25 @@ def benchmark(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return run_benchmark(params, progress)
 
 
+def time_candidates(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    from drtriton_lsp.engine.bench import run_candidate_timing
+
+    return run_candidate_timing(params, progress)
+
+
+def ceilings(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    from drtriton_lsp.engine.ceilings import run_ceilings
+
+    return run_ceilings(params, progress)
+
+
 METHODS: dict[str, Callable[[dict[str, Any], Progress], Any]] = {
     "capabilities": capabilities,
     "capture": capture,
     "verify": verify,
     "benchmark": benchmark,
+    "time_candidates": time_candidates,
+    "ceilings": ceilings,
 }
 
 

@@ -130,6 +130,17 @@ class Template:
         """Source of the `@triton.jit` kernel and its Python launch wrapper `plan.wrapper`."""
         raise NotImplementedError
 
+    def search_parameters(self, defaults: dict[str, Any]) -> list[dict[str, Any]]:
+        """Parameter sets a search measures: each parameter moved one or two steps from its default
+        along its allowed values, one at a time. Templates with coupled parameters override this."""
+        variants: list[dict[str, Any]] = []
+        for spec in self.parameters:
+            position = spec.values.index(defaults[spec.name])
+            for step in (-2, -1, 1, 2):
+                if 0 <= position + step < len(spec.values):
+                    variants.append({**defaults, spec.name: spec.values[position + step]})
+        return variants
+
 
 @dataclass
 class RenderContext:

@@ -1,0 +1,317 @@
+"""Test-time search (after DRTriton): each kernel of the default schedule is a fragment; its
+alternatives are verified on their own, timed against PyTorch, and the fastest verified one is kept.
+
+Budgeted in seconds and candidates, cancellable (the best verified result so far is kept), reported
+as it goes, and cached by task and environment so a repeated search is instant. The winner is
+always a schedule script, so it can be reproduced and refined.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from drtriton_lsp.compiler.codegen import compile_graph
+from drtriton_lsp.compiler.fragments import UnsearchableFragment, fragment_graph, fragment_task_source, line_alternatives
+from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, parse_schedule, print_schedule
+from drtriton_lsp.engine.task import Task
+from drtriton_lsp.engine.verify import Cancelled
+from drtriton_lsp.runners.local import JobFailure
+from drtriton_lsp.source.candidate import build_candidate
+
+SEARCH_CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SearchBudget:
+    """How much a search may spend: wall seconds, candidates in all, and candidates per fragment."""
+
+    seconds: float = 60.0
+    candidates: int = 96
+    per_fragment: int = 12
+    allow_tf32: bool = False
+
+
+@dataclass
+class Alternative:
+    """One way to compute a fragment, and what measuring it showed (ms None: not timed)."""
+
+    label: str
+    script: str
+    verified: bool = False
+    reason: str = ""
+    ms: float | None = None
+
+
+@dataclass
+class FragmentResult:
+    """The measured alternatives of one kernel line of the default schedule, and the one kept."""
+
+    line: int
+    ops: list[str]
+    pytorch_ms: float | None
+    alternatives: list[Alternative]
+    chosen: str
+
+    @property
+    def best(self) -> Alternative:
+        return next(alternative for alternative in self.alternatives if alternative.label == self.chosen)
+
+
+@dataclass
+class SearchResult:
+    """The assembled schedule and how it was found."""
+
+    schedule: str
+    fragments: list[FragmentResult] = field(default_factory=list)
+    candidates: int = 0
+    verified: int = 0
+    seconds: float = 0.0
+    stopped: str = ""  # why the search ended early ("budget", "cancelled"), empty when complete
+    cached: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "SearchResult":
+        fragments = [
+            FragmentResult(**{**fragment, "alternatives": [Alternative(**a) for a in fragment["alternatives"]]})
+            for fragment in data["fragments"]
+        ]
+        return cls(**{**data, "fragments": fragments})
+
+
+class FragmentMeasurer(Protocol):
+    """Verifies candidates for one fragment and times the verified ones and PyTorch's own kernels.
+
+    Returns (PyTorch's time in ms or None, one (verified, reason, ms or None) per candidate).
+    """
+
+    def __call__(
+        self, task: Task, fragment: OpGraph, candidates: list[str]
+    ) -> tuple[float | None, list[tuple[bool, str, float | None]]]: ...
+
+
+def choose(alternatives: list[Alternative]) -> Alternative:
+    """The fastest verified, timed alternative; without timings, the first verified (the default)."""
+    timed = [alternative for alternative in alternatives if alternative.verified and alternative.ms is not None]
+    if timed:
+        return min(timed, key=lambda alternative: alternative.ms)
+    verified = [alternative for alternative in alternatives if alternative.verified]
+    return verified[0] if verified else alternatives[0]
+
+
+def assemble(base: Schedule, replacements: dict[int, str]) -> Schedule:
+    """The base schedule with the steps at some positions replaced by other script text."""
+    steps: list[KernelLine | KeepLine] = []
+    for position, step in enumerate(base.steps):
+        steps.extend(parse_schedule(replacements[position]).steps if position in replacements else (step,))
+    return Schedule(tuple(steps))
+
+
+def search_schedule(
+    graph: OpGraph,
+    base: Schedule,
+    *,
+    name: str,
+    measure: FragmentMeasurer,
+    budget: SearchBudget,
+    progress: Callable[[str], None] = lambda _message: None,
+    cancel: threading.Event | None = None,
+) -> SearchResult:
+    """Measure the alternatives of every kernel line of `base` and assemble the fastest verified ones.
+
+    Lines are searched in order; when the budget runs out or `cancel` is set, the lines not yet
+    searched keep their default, so the result is always a complete, decodable schedule.
+    """
+    started = time.monotonic()
+    result = SearchResult(schedule=print_schedule(base))
+    replacements: dict[int, str] = {}
+    kernel_lines = [(position, step) for position, step in enumerate(base.steps) if isinstance(step, KernelLine)]
+    for number, (position, line) in enumerate(kernel_lines, start=1):
+        if cancel is not None and cancel.is_set():
+            result.stopped = "cancelled"
+            break
+        remaining = budget.candidates - result.candidates
+        if time.monotonic() - started > budget.seconds or remaining <= 0:
+            result.stopped = "budget"
+            break
+        try:
+            options = line_alternatives(graph, line, allow_tf32=budget.allow_tf32)
+            fragment = fragment_graph(graph, line.nodes)
+        except UnsearchableFragment as why:
+            progress(f"fragment {number}/{len(kernel_lines)} ({','.join(line.nodes)}): not searched, {why.message}")
+            continue
+        options = options[: min(budget.per_fragment, remaining)]
+        description = f"{name}, ops {','.join(line.nodes)}"
+        task = Task(name=f"{name}_fragment_{number}", kind="module", source=fragment_task_source(fragment, description))
+        prefix = f"{name}_fragment_{number}"
+        forward_params = [graph_input.target for graph_input in fragment.inputs]
+        sources = []
+        for label, lines in options:
+            program = compile_graph(
+                fragment, prefix=prefix, forward_params=forward_params, has_self=True, schedule=print_schedule(Schedule(lines))
+            )
+            sources.append(build_candidate(task.source, program, f"Search candidate '{label}' for {description}."))
+        progress(f"fragment {number}/{len(kernel_lines)} ({','.join(line.nodes)}): measuring {len(options)} candidates")
+        try:
+            pytorch_ms, outcomes = measure(task, fragment, sources)
+        except Cancelled:
+            result.stopped = "cancelled"
+            break
+        alternatives = [
+            Alternative(label, print_schedule(Schedule(lines)), verified, reason, ms)
+            for (label, lines), (verified, reason, ms) in zip(options, outcomes)
+        ]
+        # PyTorch's own kernels for the fragment are exact by construction: measured, not verified
+        for alternative in alternatives:
+            if alternative.label == "pytorch":
+                alternative.verified, alternative.ms = True, pytorch_ms
+        best = choose(alternatives)
+        result.candidates += len(alternatives)
+        result.verified += sum(alternative.verified for alternative in alternatives)
+        result.fragments.append(FragmentResult(position + 1, list(line.nodes), pytorch_ms, alternatives, best.label))
+        replacements[position] = best.script
+        timing = f", {best.ms:.4g} ms vs PyTorch {pytorch_ms:.4g} ms" if best.ms and pytorch_ms else ""
+        progress(
+            f"fragment {number}/{len(kernel_lines)}: best '{best.label}'{timing}; "
+            f"{result.candidates} candidates tried, {result.verified} verified"
+        )
+    result.schedule = print_schedule(assemble(base, replacements))
+    result.seconds = round(time.monotonic() - started, 2)
+    return result
+
+
+class SearchCache:
+    """Search results on disk, keyed by the task, the graph, the environment and the budget."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+
+    @staticmethod
+    def key(task_source: str, graph: OpGraph, environment: dict[str, Any], budget: SearchBudget) -> str:
+        material = json.dumps(
+            {
+                "version": SEARCH_CACHE_VERSION,
+                "task": task_source,
+                "graph": graph.to_json(),
+                "environment": environment,
+                "budget": asdict(budget),
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(material.encode()).hexdigest()
+
+    def load(self, key: str) -> SearchResult | None:
+        path = self.directory / f"{key}.json"
+        try:
+            result = SearchResult.from_json(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        result.cached = True
+        return result
+
+    def store(self, key: str, result: SearchResult) -> None:
+        if result.stopped:
+            return  # an interrupted search is not the answer to this key
+        self.directory.mkdir(parents=True, exist_ok=True)
+        temporary = self.directory / f".{key}.tmp"
+        temporary.write_text(json.dumps(result.to_json(), indent=1))
+        temporary.replace(self.directory / f"{key}.json")
+
+
+def default_cache_directory() -> Path:
+    return Path.home() / ".cache" / "drtriton" / "search"
+
+
+class GpuLock:
+    """Verification jobs share the GPU with each other; a timing job has it alone."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._sharing = 0
+        self._timing = False
+
+    def shared(self):
+        return _Hold(self, exclusive=False)
+
+    def exclusive(self):
+        return _Hold(self, exclusive=True)
+
+
+class _Hold:
+    def __init__(self, lock: GpuLock, exclusive: bool):
+        self.lock, self.is_exclusive = lock, exclusive
+
+    def __enter__(self) -> None:
+        with self.lock._condition:
+            if self.is_exclusive:
+                self.lock._condition.wait_for(lambda: not self.lock._timing and self.lock._sharing == 0)
+                self.lock._timing = True
+            else:
+                self.lock._condition.wait_for(lambda: not self.lock._timing)
+                self.lock._sharing += 1
+
+    def __exit__(self, *_exc) -> None:
+        with self.lock._condition:
+            if self.is_exclusive:
+                self.lock._timing = False
+            else:
+                self.lock._sharing -= 1
+            self.lock._condition.notify_all()
+
+
+class WorkerMeasurer:
+    """Measures fragments with worker processes: verifications in parallel (one worker each),
+    then one timing job for the verified candidates and PyTorch, alone on the GPU."""
+
+    def __init__(self, *, runner, device: str, trials: int, verify_limits, timing_limits, parallel: int,
+                 python_path: list[str] | None = None, cancel: threading.Event | None = None):
+        self.runner, self.device, self.trials = runner, device, trials
+        self.verify_limits, self.timing_limits = verify_limits, timing_limits
+        self.parallel, self.python_path, self.cancel = max(1, parallel), python_path, cancel
+        self.gpu = GpuLock()
+
+    def __call__(self, task: Task, fragment: OpGraph, candidates: list[str]):
+        from drtriton_lsp.engine.pipeline import user_input_shapes
+        from drtriton_lsp.engine.verify import verify_candidate
+
+        def verify_one(source: str):
+            with self.gpu.shared():
+                verdict = verify_candidate(
+                    task, source, device=self.device, runner=self.runner, trials=self.trials,
+                    input_shapes=user_input_shapes(fragment), limits=self.verify_limits,
+                    cancel=self.cancel, python_path=self.python_path,
+                )
+            return verdict.verified, "" if verdict.verified else verdict.explanation
+
+        with ThreadPoolExecutor(max_workers=self.parallel) as pool:
+            verdicts = list(pool.map(verify_one, candidates))
+        verified_sources = [source for source, (ok, _) in zip(candidates, verdicts) if ok]
+        if self.device == "cpu" or not verified_sources:
+            return None, [(ok, reason, None) for ok, reason in verdicts]
+        with self.gpu.exclusive():
+            try:
+                timing = self.runner.call(
+                    "time_candidates",
+                    {"task": task.to_json(), "candidates": verified_sources},
+                    limits=self.timing_limits,
+                    env={"TRITON_INTERPRET": None},
+                    python_path=self.python_path,
+                    cancel=self.cancel,
+                )
+            except JobFailure as failure:
+                if failure.reason == "cancelled":
+                    raise Cancelled() from failure
+                # verified but untimed: the fragment keeps its default
+                return None, [(ok, reason, None) for ok, reason in verdicts]
+        times = iter(timing["candidate_ms"])
+        return timing["reference_ms"], [(ok, reason, next(times) if ok else None) for ok, reason in verdicts]

@@ -1,0 +1,209 @@
+"""Test-time search logic on the CPU: fragments and their alternatives, choosing, budgets,
+cancellation, the cache, and the GPU lock. Timings come from a stand-in measurer here.
+
+The real measurer (worker processes) is exercised at the end under Triton's interpreter.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from drtriton_lsp.compiler.codegen import compile_graph
+from drtriton_lsp.compiler.fragments import fragment_graph, fragment_task_source, line_alternatives
+from drtriton_lsp.compiler.planner import default_schedule
+from drtriton_lsp.compiler.script import KernelLine, parse_schedule, print_schedule
+from drtriton_lsp.engine.capture import capture_graph
+from drtriton_lsp.engine.search import (
+    Alternative,
+    GpuLock,
+    SearchBudget,
+    SearchCache,
+    SearchResult,
+    WorkerMeasurer,
+    choose,
+    search_schedule,
+)
+from drtriton_lsp.engine.task import Task, load_module_from_source
+from drtriton_lsp.engine.verify import Cancelled
+from drtriton_lsp.runners.local import JobLimits, LocalRunner
+
+
+class TwoChains(nn.Module):
+    """Two elementwise chains around a flip, which stays in PyTorch: two kernels to search."""
+
+    def forward(self, x):
+        scaled = torch.sigmoid(x) * 3.0
+        flipped = scaled.flip(0)
+        return torch.tanh(flipped) + 1.0
+
+
+@pytest.fixture(scope="module")
+def graph():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return capture_graph(TwoChains().eval(), (torch.randn(6, 10),))
+
+
+def kernel_lines(graph) -> list[KernelLine]:
+    return list(default_schedule(graph).kernels)
+
+
+def test_each_kernel_line_is_a_fragment_that_runs_alone_like_the_graph(graph, tmp_path):
+    first = kernel_lines(graph)[0]
+    fragment = fragment_graph(graph, first.nodes)
+    assert [node.name for node in fragment.nodes] == list(first.nodes)
+    assert [graph_input.name for graph_input in fragment.inputs] == ["x"]
+    module = load_module_from_source(fragment_task_source(fragment, "test"), "fragment_task", tmp_path)
+    (x,) = module.get_inputs()
+    torch.testing.assert_close(module.Model()(x), torch.sigmoid(x) * 3.0)
+
+
+def test_alternatives_cover_parameters_pytorch_and_all_decode(graph):
+    line = kernel_lines(graph)[0]
+    alternatives = dict(line_alternatives(graph, line))
+    assert alternatives["default"] == (line,)
+    assert "pytorch" in alternatives and "block=2048" in alternatives and "warps=8" in alternatives
+    for lines in alternatives.values():
+        script = "".join(step.render() + "\n" for step in lines)
+        fragment = fragment_graph(graph, line.nodes)
+        compile_graph(fragment, prefix="check", forward_params=["x"], has_self=True, schedule=script)
+
+
+def fake_measurer(times: dict[str, float], rejected: set[str] = frozenset(), pytorch_ms: float = 1.0):
+    """Stand-in for the GPU: a candidate's time is looked up by a word of its schedule."""
+    calls = []
+
+    def measure(task: Task, fragment, candidates):
+        calls.append(len(candidates))
+        outcomes = []
+        for source in candidates:
+            label = next((word for word in times if word in source), None)
+            verified = label not in rejected
+            outcomes.append((verified, "" if verified else "wrong_result", times.get(label, 2.0) if verified else None))
+        return pytorch_ms, outcomes
+
+    measure.calls = calls
+    return measure
+
+
+def test_the_fastest_verified_alternative_wins_and_an_unverified_one_never_does(graph):
+    base = default_schedule(graph)
+    measure = fake_measurer({"BLOCK = 4096": 0.1, "BLOCK = 2048": 0.5}, rejected={"BLOCK = 4096"})
+    result = search_schedule(graph, base, name="two_chains", measure=measure, budget=SearchBudget())
+    assert [fragment.chosen for fragment in result.fragments] == ["block=2048", "block=2048"]
+    assert result.schedule.count("block=2048") == 2 and "block=4096" not in result.schedule
+    assert result.verified < result.candidates and not result.stopped
+    compile_graph(graph, prefix="t", forward_params=["x"], has_self=True, schedule=result.schedule)
+
+
+def test_pytorch_wins_when_its_kernels_are_faster(graph):
+    result = search_schedule(
+        graph, default_schedule(graph), name="t", measure=fake_measurer({}, pytorch_ms=0.01), budget=SearchBudget()
+    )
+    assert all(fragment.chosen == "pytorch" for fragment in result.fragments)
+    assert "kernel" not in result.schedule
+    program = compile_graph(graph, prefix="t", forward_params=["x"], has_self=True, schedule=result.schedule)
+    assert not program.kernels
+
+
+def test_choose_falls_back_to_the_default_without_timings():
+    alternatives = [Alternative("default", "a", verified=True), Alternative("block=256", "b", verified=True)]
+    assert choose(alternatives).label == "default"
+    assert choose([Alternative("default", "a"), Alternative("x", "b", verified=True)]).label == "x"
+
+
+def test_a_candidate_budget_stops_the_search_with_a_complete_schedule(graph):
+    base = default_schedule(graph)
+    per_fragment = len(line_alternatives(graph, kernel_lines(graph)[0]))
+    measure = fake_measurer({"BLOCK = 2048": 0.5})
+    result = search_schedule(graph, base, name="t", measure=measure, budget=SearchBudget(candidates=per_fragment))
+    assert result.stopped == "budget" and len(result.fragments) == 1
+    assert result.schedule.count("block=2048") == 1 and result.schedule.count("block=1024") == 1
+    parse_schedule(result.schedule)
+
+
+def test_cancelling_keeps_what_was_found(graph):
+    cancel = threading.Event()
+    inner = fake_measurer({"BLOCK = 2048": 0.5})
+
+    def measure_then_cancel(task, fragment, candidates):
+        cancel.set()
+        return inner(task, fragment, candidates)
+
+    result = search_schedule(
+        graph, default_schedule(graph), name="t", measure=measure_then_cancel, budget=SearchBudget(), cancel=cancel
+    )
+    assert result.stopped == "cancelled" and len(result.fragments) == 1
+
+    def cancelled_midway(task, fragment, candidates):
+        raise Cancelled()
+
+    result = search_schedule(graph, default_schedule(graph), name="t", measure=cancelled_midway, budget=SearchBudget())
+    assert result.stopped == "cancelled" and result.schedule == print_schedule(default_schedule(graph))
+
+
+def test_the_cache_returns_a_finished_search_for_the_same_task_and_environment(graph, tmp_path):
+    cache = SearchCache(tmp_path)
+    result = search_schedule(
+        graph, default_schedule(graph), name="t", measure=fake_measurer({"BLOCK = 2048": 0.5}), budget=SearchBudget()
+    )
+    environment = {"device": "NVIDIA H200", "torch": "2.11.0", "triton": "3.6.0"}
+    key = cache.key("task source", graph, environment, SearchBudget())
+    assert cache.load(key) is None
+    cache.store(key, result)
+    loaded = cache.load(key)
+    assert loaded.cached and loaded.schedule == result.schedule
+    assert [fragment.chosen for fragment in loaded.fragments] == [fragment.chosen for fragment in result.fragments]
+    other_gpu = cache.key("task source", graph, {**environment, "device": "NVIDIA A100"}, SearchBudget())
+    assert other_gpu != key and cache.load(other_gpu) is None
+    interrupted = SearchResult(schedule=result.schedule, stopped="budget")
+    cache.store(other_gpu, interrupted)
+    assert cache.load(other_gpu) is None
+
+
+def test_a_timing_waits_until_no_verification_uses_the_gpu():
+    lock = GpuLock()
+    events: list[str] = []
+
+    def verification():
+        with lock.shared():
+            events.append("verify start")
+            time.sleep(0.2)
+            events.append("verify end")
+
+    def timing():
+        time.sleep(0.05)
+        with lock.exclusive():
+            events.append("timing")
+
+    threads = [threading.Thread(target=verification), threading.Thread(target=timing)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert events == ["verify start", "verify end", "timing"]
+
+
+@pytest.mark.slow
+def test_the_worker_measurer_verifies_fragment_candidates_under_the_interpreter(graph):
+    line = kernel_lines(graph)[0]
+    fragment = fragment_graph(graph, line.nodes)
+    task = Task(name="fragment", kind="module", source=fragment_task_source(fragment, "test"))
+    measurer = WorkerMeasurer(
+        runner=LocalRunner(), device="cpu", trials=1, verify_limits=JobLimits(timeout_s=300),
+        timing_limits=JobLimits(timeout_s=300), parallel=2,
+    )
+    good = compile_graph(fragment, prefix="f", forward_params=["x"], has_self=True)
+    from drtriton_lsp.source.candidate import build_candidate
+
+    wrong = build_candidate(task.source, good, "wrong on purpose").replace("* 3.0", "* 3.5")
+    pytorch_ms, outcomes = measurer(task, fragment, [build_candidate(task.source, good, "good"), wrong])
+    assert pytorch_ms is None  # nothing is timed on the CPU
+    assert outcomes[0] == (True, "", None)
+    assert outcomes[1][0] is False and "differ from the reference" in outcomes[1][1]
