@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.drtriton-installed
 
-.PHONY: demo test setup
+.PHONY: demo test setup vscode-extension
 
 setup: $(STAMP)
 
@@ -24,5 +24,12 @@ $(STAMP): pyproject.toml training/pyproject.toml constraints/ci.txt
 demo: $(STAMP)
 	$(BIN)/drtriton optimize examples/mlp_block.py
 
-test: $(STAMP)
+# The VS Code extension: exact versions from its package-lock.json, unit tests against a stand-in for the
+# `vscode` module, and editor_clients/vscode/drtriton.vsix. Needs node 20+ and npm.
+vscode-extension:
+	@command -v npm >/dev/null || { echo "make: the VS Code extension needs node 20+ and npm (editor_clients/vscode)"; exit 1; }
+	cd editor_clients/vscode && npm ci --no-audit --no-fund --prefer-offline && npm test && npm run package
+
+# pytest includes the Neovim end-to-end test (tests/editor_clients): the test extra installs Neovim 0.11.
+test: $(STAMP) vscode-extension
 	$(BIN)/python -m pytest

@@ -1,0 +1,175 @@
+/** The drtriton VS Code extension: starts drtriton-lsp through vscode-languageclient, restarts it with backoff,
+ *  and adds palette commands, a status bar item (running job, last result) and the server log channel. */
+
+import * as vscode from 'vscode';
+import { LanguageClient, LanguageClientOptions, ResponseError, State } from 'vscode-languageclient/node';
+
+import { JobStatus } from './jobStatus';
+import { RestartWithBackoff } from './restartWithBackoff';
+import { describeLaunch, onSelectedPythonChange, resolveServerLaunch, selectedPythonInterpreter, ServerLaunch } from './serverLaunch';
+import { narrowConfigurationAnswer, SECTION, serverSettingNames, serverSettings } from './serverSettings';
+import { runOnTargetAtCursor, showDebugInformation, TARGET_COMMANDS } from './targetCommands';
+
+const CLIENT_ID = 'drtriton';
+const CLIENT_NAME = 'drtriton language server';
+export const SHOW_SERVER_LOG = 'drtriton.showServerLog';
+export const RESTART_SERVER = 'drtriton.restartServer';
+export const SHOW_DEBUG_INFORMATION = 'drtriton.showDebugInformation';
+
+/** One activation: the output channel and status bar outlive the language clients that restarts replace. */
+class DrtritonExtension {
+  private readonly output = vscode.window.createOutputChannel('drtriton', { log: true });
+  private readonly statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 0);
+  private readonly jobStatus = new JobStatus();
+  private readonly restartPolicy: RestartWithBackoff;
+  private readonly settingNames: string[];
+  private client: LanguageClient | undefined;
+  private launch: ServerLaunch | undefined;
+
+  constructor(context: vscode.ExtensionContext) {
+    this.settingNames = serverSettingNames(context.extension.packageJSON.contributes.configuration.properties);
+    this.restartPolicy = new RestartWithBackoff(
+      () => (this.launch ? describeLaunch(this.launch) : 'not started yet'),
+      (line) => this.output.warn(line),
+    );
+    this.statusItem.command = SHOW_SERVER_LOG;
+    this.render();
+    this.statusItem.show();
+    context.subscriptions.push(this.output, this.statusItem);
+  }
+
+  async start(): Promise<void> {
+    const configuration = vscode.workspace.getConfiguration(SECTION);
+    const configuredPython = configuration.get<string>('server.pythonPath', '');
+    this.launch = resolveServerLaunch({
+      configuredPython,
+      selectedPython: configuredPython.trim() ? undefined : await selectedPythonInterpreter(),
+      logLevel: configuration.get<string>('server.logLevel', 'WARNING'),
+    });
+    this.output.info(`starting ${describeLaunch(this.launch)}`);
+    this.client = new LanguageClient(
+      CLIENT_ID,
+      CLIENT_NAME,
+      { command: this.launch.command, args: this.launch.args },
+      this.clientOptions(),
+    );
+    this.client.onDidChangeState(({ newState }) => {
+      this.jobStatus.setServerState(newState === State.Running ? 'running' : newState === State.Starting ? 'starting' : 'stopped');
+      this.render();
+    });
+    try {
+      await this.client.start();
+    } catch (failure) {
+      this.jobStatus.setServerState('stopped');
+      this.render();
+      const message = `drtriton: the language server did not start (${describeLaunch(this.launch)}): ${String(failure)}`;
+      this.output.error(message);
+      void vscode.window.showErrorMessage(message, 'Show log').then((choice) => choice && this.output.show());
+    }
+  }
+
+  /** Stops the server, also one still starting or restarting (stop() returns at once for a stopped client). */
+  async stop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    try {
+      await client?.stop();
+    } catch (failure) {
+      this.output.warn(`stopping the language server failed: ${String(failure)}`);
+    }
+  }
+
+  /** A new client with the current settings: a changed interpreter or log level needs a new process. */
+  async restart(): Promise<void> {
+    await this.stop();
+    this.restartPolicy.forgetCrashes();
+    await this.start();
+  }
+
+  isServerRunning(): boolean {
+    return this.client?.isRunning() ?? false;
+  }
+
+  showLog(): void {
+    this.output.show();
+  }
+
+  private clientOptions(): LanguageClientOptions {
+    const names = this.settingNames;
+    return {
+      documentSelector: [{ scheme: 'file', language: 'python' }],
+      outputChannel: this.output,
+      initializationOptions: () => serverSettings(vscode.workspace.getConfiguration().get(SECTION), names),
+      synchronize: { configurationSection: SECTION },
+      errorHandler: this.restartPolicy,
+      middleware: {
+        handleWorkDoneProgress: (token, params, next) => {
+          this.jobStatus.onProgress(token, params);
+          this.render();
+          next(token, params);
+        },
+        workspace: {
+          configuration: async (params, token, next) => {
+            const answers = await next(params, token);
+            return answers instanceof ResponseError ? answers : narrowConfigurationAnswer(params.items, answers, names);
+          },
+          // Send no settings: the server then asks for section "drtriton", which the handler above narrows.
+          didChangeConfiguration: (_sections, next) => next(undefined),
+        },
+      },
+    };
+  }
+
+  private render(): void {
+    this.statusItem.text = this.jobStatus.text();
+    this.statusItem.tooltip = this.jobStatus.tooltip();
+  }
+}
+
+let extension: DrtritonExtension | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const active = new DrtritonExtension(context);
+  extension = active;
+  const whenServerRuns = (action: () => Promise<void>) => async () => {
+    if (!active.isServerRunning()) {
+      const choice = await vscode.window.showWarningMessage('drtriton: the language server is not running.', 'Restart', 'Show log');
+      if (choice === 'Restart') {
+        await active.restart();
+      } else if (choice === 'Show log') {
+        active.showLog();
+      }
+      return;
+    }
+    await action();
+  };
+  for (const target of TARGET_COMMANDS) {
+    context.subscriptions.push(
+      vscode.commands.registerCommand(target.paletteCommand, whenServerRuns(() => runOnTargetAtCursor(target))),
+    );
+  }
+  context.subscriptions.push(
+    vscode.commands.registerCommand(SHOW_DEBUG_INFORMATION, whenServerRuns(showDebugInformation)),
+    vscode.commands.registerCommand(RESTART_SERVER, () => active.restart()),
+    vscode.commands.registerCommand(SHOW_SERVER_LOG, () => active.showLog()),
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (event.affectsConfiguration(`${SECTION}.server`)) {
+        void active.restart();
+      }
+    }),
+  );
+  const pythonWatch = await onSelectedPythonChange(() => {
+    if (!vscode.workspace.getConfiguration(SECTION).get<string>('server.pythonPath', '').trim()) {
+      void active.restart();
+    }
+  });
+  if (pythonWatch) {
+    context.subscriptions.push(pythonWatch);
+  }
+  await active.start();
+}
+
+export async function deactivate(): Promise<void> {
+  await extension?.stop();
+  extension = undefined;
+}

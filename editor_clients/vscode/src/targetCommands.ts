@@ -1,0 +1,85 @@
+/** Palette commands for the target at the cursor: each finds drtriton's code action there and runs its command,
+ *  so the server decides what a target is and what it allows right now (the same list as the light bulb). */
+
+import * as vscode from 'vscode';
+
+/** The server's `workspace/executeCommand` ids (drtriton_lsp/server/*.py); vscode-languageclient registers them. */
+export const SERVER_COMMANDS = {
+  generate: 'drtriton.generate',
+  apply: 'drtriton.apply',
+  showReport: 'drtriton.showReport',
+  cancel: 'drtriton.cancel',
+  printDebugInformation: 'drtriton.printDebugInformation',
+} as const;
+
+export interface TargetCommand {
+  paletteCommand: string;
+  serverCommand: string;
+  /** Shown when no code action at the cursor runs `serverCommand`. */
+  nothingToRun: string;
+}
+
+export const TARGET_COMMANDS: readonly TargetCommand[] = [
+  {
+    paletteCommand: 'drtriton.generateAtCursor',
+    serverCommand: SERVER_COMMANDS.generate,
+    nothingToRun:
+      'no target at the cursor (an nn.Module with a forward, or a function that calls torch), or a job is already running on it',
+  },
+  {
+    paletteCommand: 'drtriton.applyAtCursor',
+    serverCommand: SERVER_COMMANDS.apply,
+    nothingToRun: 'no verified kernel to apply at the cursor; run "drtriton: Generate Triton kernel" first',
+  },
+  {
+    paletteCommand: 'drtriton.showReportAtCursor',
+    serverCommand: SERVER_COMMANDS.showReport,
+    nothingToRun: 'no report at the cursor yet; run "drtriton: Generate Triton kernel" first',
+  },
+  {
+    paletteCommand: 'drtriton.cancelAtCursor',
+    serverCommand: SERVER_COMMANDS.cancel,
+    nothingToRun: 'no job is running on the target at the cursor',
+  },
+];
+
+/** The commands, in the server's order, of the actions that run `serverCommand`. */
+export function commandsRunning(
+  actions: readonly (vscode.CodeAction | vscode.Command)[],
+  serverCommand: string,
+): vscode.Command[] {
+  const commands = actions.map((action) => (typeof action.command === 'string' ? (action as vscode.Command) : action.command));
+  return commands.filter((command): command is vscode.Command => command?.command === serverCommand);
+}
+
+export async function runOnTargetAtCursor(target: TargetCommand): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor || editor.document.languageId !== 'python') {
+    void vscode.window.showWarningMessage('drtriton: open a Python file and put the cursor inside a target first');
+    return;
+  }
+  const actions = await vscode.commands.executeCommand<(vscode.CodeAction | vscode.Command)[] | undefined>(
+    'vscode.executeCodeActionProvider',
+    editor.document.uri,
+    editor.selection,
+  );
+  const commands = commandsRunning(actions ?? [], target.serverCommand);
+  if (commands.length === 0) {
+    void vscode.window.showWarningMessage(`drtriton: ${target.nothingToRun}`);
+    return;
+  }
+  for (const command of commands) {
+    await vscode.commands.executeCommand(command.command, ...(command.arguments ?? []));
+  }
+}
+
+/** Runs drtriton.printDebugInformation and opens its JSON in an untitled editor. */
+export async function showDebugInformation(): Promise<void> {
+  const text = await vscode.commands.executeCommand<string | undefined>(SERVER_COMMANDS.printDebugInformation);
+  if (typeof text !== 'string') {
+    void vscode.window.showWarningMessage('drtriton: the language server returned no debug information; is it running?');
+    return;
+  }
+  const document = await vscode.workspace.openTextDocument({ content: text, language: 'json' });
+  await vscode.window.showTextDocument(document);
+}

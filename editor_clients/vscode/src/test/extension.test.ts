@@ -1,0 +1,189 @@
+/** Tests for extension.ts against the `vscode` and LanguageClient stand-ins: activation, how the server is started
+ *  and restarted, the palette commands, the status bar and the settings the server receives. */
+
+import assert from 'node:assert/strict';
+import { afterEach, beforeEach, test } from 'node:test';
+import { CancellationToken, ConfigurationParams, LanguageClientOptions, State, WorkDoneProgressBegin } from 'vscode-languageclient/node';
+
+import { activate, deactivate } from '../extension';
+import { LanguageClient } from './standIns/languageClient';
+import { changeSetting, recorded, resetStandIn, Uri } from './standIns/vscode';
+
+const packageJson = require('../../package.json');
+const FILE = Uri.file('/work/model.py');
+
+async function settle(): Promise<void> {
+  for (let turn = 0; turn < 5; turn++) {
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+async function activated(): Promise<void> {
+  await activate({ subscriptions: [], extension: { packageJSON: packageJson } } as never);
+}
+
+function latestClient(): LanguageClient {
+  const client = LanguageClient.created.at(-1);
+  assert.ok(client, 'no language client was created');
+  return client;
+}
+
+function middleware(): NonNullable<LanguageClientOptions['middleware']> {
+  return latestClient().clientOptions.middleware ?? assert.fail('no middleware');
+}
+
+function statusText(): string {
+  return recorded.statusItems[0].text;
+}
+
+function cursorInPythonFile(): void {
+  recorded.activeTextEditor = { document: { uri: FILE, languageId: 'python' }, selection: { line: 12 } };
+}
+
+beforeEach(() => {
+  resetStandIn();
+  LanguageClient.created.length = 0;
+  LanguageClient.startFailure = undefined;
+});
+
+afterEach(async () => {
+  await deactivate();
+});
+
+test('activation registers every contributed command and starts drtriton-lsp from PATH by default', async () => {
+  await activated();
+  const contributed = packageJson.contributes.commands.map((entry: { command: string }) => entry.command).sort();
+  assert.deepEqual([...recorded.commands.keys()].sort(), contributed);
+  assert.deepEqual(latestClient().serverOptions, { command: 'drtriton-lsp', args: ['--log-level', 'WARNING'] });
+  assert.deepEqual(latestClient().clientOptions.documentSelector, [{ scheme: 'file', language: 'python' }]);
+  assert.equal(statusText(), 'drtriton');
+});
+
+test('a configured interpreter runs the server module; changing it restarts the server with the new one', async () => {
+  recorded.settings.set('drtriton.server.pythonPath', '/opt/venv/bin/python');
+  await activated();
+  const first = latestClient();
+  assert.deepEqual(first.serverOptions.command, '/opt/venv/bin/python');
+  changeSetting('drtriton.server.pythonPath', '/other/venv/bin/python');
+  await settle();
+  assert.equal(first.state, State.Stopped);
+  assert.equal(latestClient().serverOptions.command, '/other/venv/bin/python');
+  assert.equal(latestClient().state, State.Running);
+});
+
+test("the Python extension's selected interpreter is used, and selecting another restarts the server", async () => {
+  let selected = '/home/me/.venv/bin/python';
+  let selectionListener: () => void = () => assert.fail('no listener registered');
+  recorded.extensions.set('ms-python.python', {
+    isActive: true,
+    exports: {
+      environments: {
+        getActiveEnvironmentPath: () => ({ path: selected }),
+        resolveEnvironment: async (path: string) => ({ executable: { uri: Uri.file(path) } }),
+        onDidChangeActiveEnvironmentPath: (listener: () => void) => {
+          selectionListener = listener;
+          return { dispose: () => undefined };
+        },
+      },
+    },
+  });
+  await activated();
+  assert.equal(latestClient().serverOptions.command, '/home/me/.venv/bin/python');
+  selected = '/home/me/other/bin/python';
+  selectionListener();
+  await settle();
+  assert.equal(latestClient().serverOptions.command, '/home/me/other/bin/python');
+});
+
+test('a server that cannot start is reported, with how it was started, and shown as stopped', async () => {
+  LanguageClient.startFailure = new Error('spawn drtriton-lsp ENOENT');
+  await activated();
+  assert.equal(recorded.errors.length, 1);
+  assert.match(recorded.errors[0], /drtriton-lsp --log-level WARNING \(from drtriton-lsp on PATH\).*ENOENT/);
+  assert.equal(statusText(), '$(error) drtriton: server stopped');
+});
+
+test('Generate at the cursor runs the server command of the drtriton code action there, and only that', async () => {
+  await activated();
+  cursorInPythonFile();
+  const targetArguments = [{ uri: FILE.toString(), target: 'MLPBlock' }];
+  recorded.codeActions = [
+    { title: 'Organize imports', command: { title: 'Organize imports', command: 'python.sortImports' } },
+    { title: 'drtriton: Generate Triton kernel for MLPBlock', command: { title: 'Generate', command: 'drtriton.generate', arguments: targetArguments } },
+  ];
+  recorded.commandResults.set('drtriton.generate', { status: 'started', jobId: '1' });
+  await recorded.commands.get('drtriton.generateAtCursor')?.();
+  const ran = recorded.executed.filter((call) => call.command !== 'drtriton.generateAtCursor');
+  assert.deepEqual(ran, [
+    { command: 'vscode.executeCodeActionProvider', args: [FILE, { line: 12 }] },
+    { command: 'drtriton.generate', args: targetArguments },
+  ]);
+});
+
+test('with no matching code action at the cursor, the user is told why', async () => {
+  await activated();
+  cursorInPythonFile();
+  await recorded.commands.get('drtriton.applyAtCursor')?.();
+  assert.deepEqual(recorded.warnings, ['drtriton: no verified kernel to apply at the cursor; run "drtriton: Generate Triton kernel" first']);
+});
+
+test('with the server stopped, a palette command says so instead of failing', async () => {
+  await activated();
+  latestClient().changeState(State.Stopped);
+  cursorInPythonFile();
+  await recorded.commands.get('drtriton.generateAtCursor')?.();
+  assert.deepEqual(recorded.warnings, ['drtriton: the language server is not running.']);
+  assert.ok(!recorded.executed.some((call) => call.command === 'vscode.executeCodeActionProvider'));
+});
+
+test("the status bar follows a job's progress, which still reaches VS Code's progress notification", async () => {
+  await activated();
+  const forwarded: unknown[] = [];
+  const next = (_token: unknown, params: unknown) => forwarded.push(params);
+  const begin: WorkDoneProgressBegin = { kind: 'begin', title: 'drtriton: MLPBlock', message: 'starting', cancellable: true };
+  middleware().handleWorkDoneProgress?.('drtriton-job-1', begin, next);
+  middleware().handleWorkDoneProgress?.('drtriton-job-1', { kind: 'report', message: 'capturing the graph' }, next);
+  assert.equal(statusText(), '$(sync~spin) drtriton: MLPBlock · capturing the graph');
+  middleware().handleWorkDoneProgress?.('drtriton-job-1', { kind: 'end', message: 'MLPBlock: verified · no speed measured: no GPU' }, next);
+  assert.equal(statusText(), 'drtriton: MLPBlock: verified · no speed measured: no GPU');
+  assert.equal(forwarded.length, 3);
+});
+
+test('the server gets only its own settings, at start and when it asks for them', async () => {
+  recorded.settings.set('drtriton.device', 'cpu');
+  recorded.settings.set('drtriton.trials', 2);
+  recorded.settings.set('drtriton.server.logLevel', 'DEBUG');
+  await activated();
+  const options = latestClient().clientOptions;
+  assert.deepEqual((options.initializationOptions as () => unknown)(), { device: 'cpu', trials: 2 });
+  const params: ConfigurationParams = { items: [{ section: 'drtriton' }] };
+  const answer = await middleware().workspace?.configuration?.(params, {} as CancellationToken, async () => [
+    { device: 'cpu', trials: 2, server: { logLevel: 'DEBUG' } },
+  ]);
+  assert.deepEqual(answer, [{ device: 'cpu', trials: 2 }]);
+});
+
+test('a settings change is announced with no settings, so the server asks for the narrowed section', async () => {
+  await activated();
+  const sent: (string[] | undefined)[] = [];
+  await middleware().workspace?.didChangeConfiguration?.(['drtriton'], async (sections) => {
+    sent.push(sections);
+  });
+  assert.deepEqual(sent, [undefined]);
+});
+
+test('debug information opens as a JSON document', async () => {
+  await activated();
+  recorded.commandResults.set('drtriton.printDebugInformation', '{"versions": {"drtriton-lsp": "0.1.0"}}');
+  await recorded.commands.get('drtriton.showDebugInformation')?.();
+  assert.deepEqual(recorded.openedDocuments, [{ content: '{"versions": {"drtriton-lsp": "0.1.0"}}', language: 'json' }]);
+});
+
+test('Restart language server replaces the client', async () => {
+  await activated();
+  const first = latestClient();
+  await recorded.commands.get('drtriton.restartServer')?.();
+  assert.notEqual(latestClient(), first);
+  assert.equal(first.state, State.Stopped);
+  assert.equal(latestClient().state, State.Running);
+});

@@ -1,0 +1,33 @@
+/** Tests for serverSettings.ts: the server receives exactly its own settings, never the extension's.
+ *  The contributed properties come from the real package.json. */
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { narrowConfigurationAnswer, serverSettingNames, serverSettings } from '../serverSettings';
+
+const packageJson = require('../../package.json');
+const SERVER_SETTINGS = ['device', 'onSave', 'trials', 'writeBack'];
+
+test('the server settings are the contributed top-level drtriton properties', () => {
+  assert.deepEqual(serverSettingNames(packageJson.contributes.configuration.properties).sort(), [...SERVER_SETTINGS].sort());
+});
+
+test("the extension's own settings are left out of what the server gets", () => {
+  const section = { device: 'cpu', trials: 2, server: { pythonPath: '/venv/bin/python' }, trace: { server: 'verbose' } };
+  assert.deepEqual(serverSettings(section, SERVER_SETTINGS), { device: 'cpu', trials: 2 });
+});
+
+test('a missing or malformed section gives no settings (the server keeps its defaults)', () => {
+  assert.deepEqual(serverSettings(undefined, SERVER_SETTINGS), {});
+  assert.deepEqual(serverSettings('cpu', SERVER_SETTINGS), {});
+});
+
+test('a configuration answer is narrowed only for the drtriton section', () => {
+  const items = [{ section: 'drtriton' }, { section: 'python' }];
+  const answers = [{ onSave: 'off', server: { logLevel: 'DEBUG' } }, { defaultInterpreterPath: 'python3' }];
+  assert.deepEqual(narrowConfigurationAnswer(items, answers, SERVER_SETTINGS), [
+    { onSave: 'off' },
+    { defaultInterpreterPath: 'python3' },
+  ]);
+});
