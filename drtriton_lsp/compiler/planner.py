@@ -70,8 +70,14 @@ def classify(graph: OpGraph) -> GraphRoles:
     return GraphRoles(frozenset(implied), dropped, frozenset(views), roles, mutates)
 
 
+# views whose schema does not say so: broadcast_tensors expands each input (no data moves)
+UNANNOTATED_VIEWS = ("aten.broadcast_tensors.default",)
+
+
 def _is_view(node: OpNode) -> bool:
-    """Ops whose result aliases their input (view, permute, expand, slice, ...): no data moves."""
+    """Ops whose results alias their input (view, permute, expand, slice, split, ...): no data moves."""
+    if node.op in UNANNOTATED_VIEWS:
+        return True
     schema = aten_schema(node.op)
     if schema is None or schema.is_mutable or len(schema.returns) != 1:
         return False
