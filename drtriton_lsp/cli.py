@@ -1,7 +1,8 @@
-"""The `drtriton` command line: optimize a file's modules, verify a candidate, or serve as a worker.
+"""The `drtriton` command line: optimize a file's modules, verify a candidate, benchmark a suite, or serve as a worker.
 
-Exit codes: 0 every target verified; 1 a candidate was rejected or none was generated;
-2 bad input (file, syntax, target, example inputs, capture, device); 3 internal error; 130 interrupted.
+Exit codes: 0 every target (bench: every problem) verified; 1 a candidate was rejected or none was
+generated; 2 bad input (file, syntax, target, example inputs, capture, device); 3 internal error;
+130 interrupted (bench: the results so far are written).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "optimize":
             return optimize_command(args, console)
+        if args.command == "bench":
+            return bench_command(args, console, sys.argv[1:] if argv is None else argv)
         return verify_command(args, console)
     except WorkerError as error:
         say(console, "internal error: ", "bold red", f"{error.message}\n{error.hint}")
@@ -97,6 +100,30 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", type=Path, help="write the report as JSON")
     verify.add_argument("--trials", type=int, default=5, help="verification trials with fresh inputs (default 5)")
 
+    bench = commands.add_parser(
+        "bench",
+        help="run every KernelBench-form problem in DIR through the pipeline; write results, a summary and charts",
+    )
+    bench.add_argument("directory", type=Path, metavar="DIR")
+    _device_option(bench)
+    bench.add_argument("--out", type=Path, help="results folder (default: benchmarks/results/bench-DEVICE-DATE)")
+    bench.add_argument("--limit", type=_positive, metavar="N", help="run only the first N problems (after --match)")
+    bench.add_argument("--match", metavar="SUBSTRING", help="run only the problems whose path contains SUBSTRING")
+    bench.add_argument("--trials", type=_positive, default=5, help="verification trials with fresh inputs (default 5)")
+    bench.add_argument(
+        "--search",
+        action="store_true",
+        help="run each problem with test-time search on the GPU, as `drtriton optimize --search` does",
+    )
+    bench.add_argument(
+        "--search-seconds", type=float, default=60.0, help="time budget of --search per problem, in seconds (default 60)"
+    )
+    bench.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the problems already in OUT/results.json (same device) and run only the others",
+    )
+
     commands.add_parser("worker", help="serve JSON-RPC jobs on stdin/stdout (used by drtriton itself)")
     return parser
 
@@ -108,6 +135,13 @@ def _device_option(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="auto: the GPU if the worker sees one, else the CPU with Triton's interpreter",
     )
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def optimize_command(args: argparse.Namespace, console: Console) -> int:
@@ -295,6 +329,109 @@ def verify_command(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return EXIT_OK if verdict.verified else EXIT_NOT_VERIFIED
+
+
+def bench_command(args: argparse.Namespace, console: Console, argv: list[str]) -> int:
+    """Run a directory of problems; SIGTERM (e.g. from `timeout`) stops it like Ctrl-C, keeping what is done."""
+    import signal
+
+    def stop_on_terminate(_signal, _frame):
+        raise KeyboardInterrupt  # a `timeout` or a job manager stops the run like Ctrl-C: partial results kept
+
+    previous_handler = signal.signal(signal.SIGTERM, stop_on_terminate)
+    try:
+        return _run_bench(args, console, argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+
+
+def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> int:
+    import datetime
+    import shlex
+
+    from drtriton_lsp.engine.devices import describe_device, resolve_device
+    from drtriton_lsp.engine.pipeline import OptimizeOptions
+    from drtriton_lsp.engine.search import SearchBudget
+    from drtriton_lsp.engine.suite import (
+        git_commit,
+        load_results,
+        measure_copy_bandwidth,
+        new_results,
+        run_suite,
+        select_problems,
+    )
+    from drtriton_lsp.engine.suite_report import progress_line, render_console_summary, write_results
+    from drtriton_lsp.runners.local import JobFailure, LocalRunner
+
+    problems, skipped = select_problems(args.directory, args.match, args.limit)
+    runner = LocalRunner()
+    with console.status("checking the worker's devices", spinner="dots") as status:
+        try:
+            devices = runner.call("capabilities", {})
+        except JobFailure as failure:
+            say(console, "internal error: ", "bold red", f"the worker did not start: {failure.detail}\n{failure.stderr_tail}")
+            return EXIT_INTERNAL
+        device = resolve_device(args.device, devices, str(args.directory))
+        device_info = describe_device(device, devices)
+        today = datetime.date.today().isoformat()
+        out = args.out or Path("benchmarks") / "results" / f"bench-{device}-{today}"
+        pipeline = {
+            "trials": args.trials,
+            "search": args.search,
+            "search_seconds": args.search_seconds if args.search else None,
+        }
+        if args.resume and (out / "results.json").exists():
+            results = load_results(out / "results.json", device_info, pipeline)
+        else:
+            results = new_results(
+                command=shlex.join(["drtriton", *argv]),
+                commit=git_commit(args.directory),
+                suite=str(args.directory),
+                device=device_info,
+                versions=devices["versions"],
+                pipeline=pipeline,
+            )
+        results["skipped_files"] = skipped
+        copy_ceiling = None
+        if device == "cuda":
+            status.update("measuring the copy bandwidth (the ceiling of memory-bound kernels)")
+            copy_ceiling = measure_copy_bandwidth(runner, status.update)
+            measured = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+            results["copy_bandwidth"].append({**copy_ceiling, "measured": measured})
+    done = len({record["problem"] for record in results["problems"]} & {problem.name for problem in problems})
+    say(console, "bench: ", "bold", f"{len(problems) - done} problems from {args.directory} on {device_info['name']}, "
+        f"results in {out}" + (f" ({done} already there)" if done else ""))
+    if device == "cpu":
+        say(console, "no GPU: ", "yellow", "every problem is verified under the Triton interpreter at reduced sizes; "
+            "no speed is measured")
+    if copy_ceiling:
+        say(console, "copy bandwidth: ", "bold", f"{copy_ceiling['gb_per_s']:.0f} GB/s (1 GiB device-to-device copy)")
+
+    with console.status("starting", spinner="dots") as running:
+        finished = run_suite(
+            problems,
+            results,
+            OptimizeOptions(
+                device=device,
+                trials=args.trials,
+                search=args.search,
+                search_budget=SearchBudget(seconds=args.search_seconds),
+            ),
+            copy_ceiling,
+            save=lambda document: write_results(document, out),
+            on_progress=lambda number, total, problem, message: running.update(
+                Text.assemble(f"[{number}/{total}] ", (problem.name, "bold"), ": ", message)
+            ),
+            on_done=lambda number, total, record: console.print(Text(progress_line(number, total, record)), highlight=False),
+        )
+    console.print(Markdown(render_console_summary(results)))
+    say(console, "wrote ", "green", f"{out}: results.md, results.json, speedup.svg, roofline.svg")
+    if not finished:
+        console.print("[yellow]interrupted: the results so far are written; run again with --resume to go on[/]")
+        return EXIT_INTERRUPTED
+    selected = {problem.name for problem in problems}
+    chosen = [record for record in results["problems"] if record["problem"] in selected]
+    return EXIT_OK if all(record["status"] == "verified" for record in chosen) else EXIT_NOT_VERIFIED
 
 
 def print_reports(reports: list[dict[str, Any]], console: Console) -> None:

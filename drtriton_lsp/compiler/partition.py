@@ -153,7 +153,7 @@ def partition_graph(
                             add(target, member)
             add(target, node.name)
         else:
-            prologue = _prologue_group(node, role, direct, open_group_of, readers)
+            prologue = _prologue_group(node, role, direct, open_group_of, readers, by_name)
             for group in groups_of(direct):
                 if group is not prologue:
                     close(group)
@@ -178,11 +178,12 @@ def _prologue_group(
     direct: list[str],
     open_group_of: dict[str, _OpenGroup],
     readers: dict[str, list[str]],
+    by_name: dict[str, OpNode],
 ) -> _OpenGroup | None:
     """The open pointwise group that can become `anchor`'s prologue, if any.
 
-    It must compute the primary input in the input domain, and its values must be read by nothing
-    but its own members and, for the primary input only, the anchor.
+    It must compute the primary input in the input domain, every member must feed it, and its
+    values must be read by nothing but its own members and, for the primary input only, the anchor.
     """
     if role.primary_input is None:
         return None
@@ -191,6 +192,15 @@ def _prologue_group(
         return None
     members = set(group.members)
     if any(ref in members and ref != role.primary_input for ref in direct):
+        return None
+    feeding = {role.primary_input}
+    pending = [role.primary_input]
+    while pending:
+        for ref in by_name[pending.pop()].input_refs():
+            if ref in members and ref not in feeding:
+                feeding.add(ref)
+                pending.append(ref)
+    if feeding != members:
         return None
     for member in group.members:
         for reader in readers.get(member, []):

@@ -33,6 +33,7 @@ REJECTION_REASONS = {
     "device_fault": "a kernel faulted on the GPU (an out-of-bounds or misaligned access?)",
     "memory_limit": "the candidate used more memory than allowed",
     "worker_error": "the worker failed before judging the candidate",
+    "reference_failed": "the task's own Model raised on the inputs get_inputs() draws",
 }
 
 

@@ -43,6 +43,10 @@ class Rejected(Exception):
         self.detail = detail
 
 
+class ReferenceFailed(Exception):
+    """The task's own Model raised on these inputs: they are not inputs the task accepts."""
+
+
 @dataclass
 class Tally:
     """What the trials measured so far."""
@@ -86,17 +90,31 @@ def run_verification(params: dict[str, Any], progress: Callable[[str], None]) ->
         with counter.installed():
             for trial in range(trials):
                 progress(f"trial {trial + 1}/{trials} at {plan.describe('primary')}")
-                inputs = resize_inputs(draw_inputs(task, task_module, directory, seed=1000 + trial), plan.primary)
-                _trial(reference, candidate, inputs, device, POISON_VALUES[trial % 2], counter, watch, tally, "primary")
+                drawn = draw_inputs(task, task_module, directory, seed=1000 + trial)
+                try:
+                    _trial(reference, candidate, resize_inputs(drawn, plan.primary), device,
+                           POISON_VALUES[trial % 2], counter, watch, tally, "primary")
+                except ReferenceFailed as failure:
+                    if plan.primary == [_shape_of(value) for value in drawn]:
+                        raise Rejected("reference_failed", str(failure)) from failure
+                    # the task fixes sizes the reduced plan changed: run it at the sizes get_inputs draws
+                    checks["reduced_shapes"] = f"not used: the reference cannot run at them ({failure})"
+                    plan.primary = [_shape_of(value) for value in drawn]
+                    _trial(reference, candidate, drawn, device, POISON_VALUES[trial % 2], counter, watch, tally, "primary")
+            skipped_odd: list[str] = []
             for index, sizes in enumerate(plan.odd):
                 progress(f"odd-size trial {index + 1}/{len(plan.odd)} at {plan.describe('odd', index)}")
                 inputs = resize_inputs(draw_inputs(task, task_module, directory, seed=2000 + index), sizes)
                 try:
                     _trial(reference, candidate, inputs, device, POISON_VALUES[0], counter, watch, tally, "odd")
+                except ReferenceFailed as failure:
+                    skipped_odd.append(f"{plan.describe('odd', index)} ({failure})")
                 except Rejected as rejection:
                     if rejection.reason == "wrong_result":
                         raise Rejected("wrong_at_odd_shape", rejection.detail) from rejection
                     raise
+            if skipped_odd:
+                checks["odd_shapes"] = "skipped where the reference itself cannot run: " + "; ".join(skipped_odd)
             progress("checking that the Triton kernels matter")
             inputs = resize_inputs(draw_inputs(task, task_module, directory, seed=3000), plan.primary)
             _check_kernels_matter(reference, candidate, inputs, device, counter)
@@ -117,6 +135,10 @@ def run_verification(params: dict[str, Any], progress: Callable[[str], None]) ->
         shapes=tally.shapes,
     )
     return result
+
+
+def _shape_of(value: Any) -> list[int] | None:
+    return list(value.shape) if isinstance(value, torch.Tensor) else None
 
 
 def _load_candidate(source: str, directory):
@@ -174,7 +196,10 @@ def _trial(reference, candidate, inputs, device, poison_value, counter: LaunchCo
     inputs = _to(inputs, device)
     pristine = [_clone(value) for value in inputs]
     with torch.no_grad():
-        expected = reference(*[_clone(value) for value in inputs])
+        try:
+            expected = reference(*[_clone(value) for value in inputs])
+        except Exception as error:  # noqa: BLE001 - the task rejects these inputs; the caller decides
+            raise ReferenceFailed(f"{type(error).__name__}: {str(error)[:200]}") from error
         expected_list = _flatten(expected)
         _poison_free_memory(expected_list, device, poison_value)
         candidate_inputs = [_clone(value) for value in inputs]

@@ -11,6 +11,7 @@ import json
 import math
 import random
 from dataclasses import dataclass, field
+from typing import Collection
 
 from drtriton_training.operators import default_registry
 from drtriton_training.registry import DTYPE_BYTES, OperatorRegistry, OpShapes
@@ -26,7 +27,7 @@ class SynthesisError(RuntimeError):
 
 @dataclass(frozen=True)
 class CreateOp:
-    """A program input: `torch.randn` (float32) or `torch.randint` class indices (int64).
+    """A program input: `torch.randn` in the program's float dtype, or `torch.randint` class indices.
 
     class_count_of: (tensor id, axis) whose solved size is the number of classes.
     """
@@ -100,6 +101,7 @@ class Program:
     seed: int
     flops: int
     bytes: int
+    dtype: str = "float32"
 
     @property
     def compute_steps(self) -> list[tuple[int, ComputeOp]]:
@@ -149,15 +151,31 @@ class ProgramSynthesizer:
 
     An op is kept once chosen (so operator frequencies stay uniform): when its inputs make the
     constraints infeasible, new inputs are drawn, with more fresh tensors on each attempt.
+    dtype: the float dtype of every input, parameter and result (ops the registry marks unfit
+    for it are never drawn); families / exclude_families: restrict the ops drawn by family.
     """
 
-    def __init__(self, registry: OperatorRegistry | None = None, limits: SynthesisLimits | None = None):
+    def __init__(
+        self,
+        registry: OperatorRegistry | None = None,
+        limits: SynthesisLimits | None = None,
+        *,
+        dtype: str = "float32",
+        families: Collection[str] | None = None,
+        exclude_families: Collection[str] = (),
+    ):
         self.registry = registry or default_registry()
         self.limits = limits or SynthesisLimits()
-        self.operator_names = self.registry.names()
+        self.dtype = dtype
+        self.operator_names = self.registry.choices(dtype, families, exclude_families)
+        if not self.operator_names:
+            raise ValueError(f"no operator is left for dtype {dtype} with these family choices")
 
     def synthesize(self, level: int, seed: int, operators: list[str] | None = None) -> Program:
         """A level-`level` program; `operators` fixes the op sequence (else uniform choice)."""
+        unavailable = sorted(set(operators or ()) - set(self.operator_names))
+        if unavailable:
+            raise ValueError(f"operators {unavailable} are not drawn for dtype {self.dtype} with these families")
         rng = random.Random(seed)
         dag = CspDag()
         ranks: list[int] = []
@@ -196,7 +214,7 @@ class ProgramSynthesizer:
                 low, high = spec.min_rank, spec.max_rank
             candidates = [
                 i for i, step in enumerate(steps)
-                if low <= ranks[i] <= high and not (isinstance(step, CreateOp) and step.dtype != "float32")
+                if low <= ranks[i] <= high and not (isinstance(step, CreateOp) and step.dtype != self.dtype)
             ]
             preferred = [i for i in candidates if i in frontier] if slot == 0 else []
             if preferred and rng.random() >= fresh:
@@ -205,7 +223,7 @@ class ProgramSynthesizer:
                 chosen.append(rng.choice(candidates))
             else:
                 rank = rng.randint(low, max(low, min(high, MAX_NEW_INPUT_RANK)))
-                steps.append(CreateOp(rank))
+                steps.append(CreateOp(rank, self.dtype))
                 ranks.append(rank)
                 chosen.append(len(steps) - 1)
         attrs = operator.attributes(rng, tuple(ranks[i] for i in chosen))
@@ -224,9 +242,9 @@ class ProgramSynthesizer:
             flops += coefficient * math.prod(concrete(tuple(factors), solver))
             step = dag.steps[index]
             touched = [shapes[i] for i in step.inputs] + list(parameters[index].values()) + [shapes[index]]
-            dtypes = [dag.steps[i].dtype if isinstance(dag.steps[i], CreateOp) else "float32" for i in step.inputs]
+            dtypes = [dag.steps[i].dtype if isinstance(dag.steps[i], CreateOp) else self.dtype for i in step.inputs]
             total_bytes += sum(
                 math.prod(shape) * DTYPE_BYTES[dtype]
-                for shape, dtype in zip(touched, dtypes + ["float32"] * (len(touched) - len(dtypes)))
+                for shape, dtype in zip(touched, dtypes + [self.dtype] * (len(touched) - len(dtypes)))
             )
-        return Program(dag, shapes, parameters, values, level, seed, flops, total_bytes)
+        return Program(dag, shapes, parameters, values, level, seed, flops, total_bytes, self.dtype)

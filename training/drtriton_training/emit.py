@@ -1,7 +1,8 @@
 """Render a solved CSP-DAG as a KernelBench-form module: `Model`, `get_inputs`, `get_init_inputs`.
 
 Parameters become `nn.Module` submodules or `nn.Parameter`s built in `__init__` (as real model
-code has them); every tensor the DAG creates becomes a `get_inputs` entry.
+code has them); every tensor the DAG creates becomes a `get_inputs` entry. A float16 or bfloat16
+program casts its module to that dtype at the end of `__init__` and creates its inputs in it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ def render_program(program: Program, registry: OperatorRegistry) -> str:
     names: dict[int, str] = {}
     float_inputs = target_inputs = 0
     for index, step in enumerate(steps):
-        if isinstance(step, CreateOp) and step.dtype == "float32":
+        if isinstance(step, CreateOp) and step.dtype != "int64":
             names[index] = INPUT_NAMES[float_inputs] if float_inputs < len(INPUT_NAMES) else f"x{float_inputs}"
             float_inputs += 1
         elif isinstance(step, CreateOp):
@@ -48,11 +49,16 @@ def render_program(program: Program, registry: OperatorRegistry) -> str:
             init_lines.append(f"        self.{attribute} = {operator.constructor(emission)}")
         names[index] = f"h{position}"
         forward_lines.append(f"        {names[index]} = {operator.forward(emission)}")
+    half_precision = program.dtype != "float32"
+    if half_precision and init_lines:
+        init_lines.append(f"        self.to(torch.{program.dtype})")
     outputs = program.dag.outputs()
     input_ids = [i for i, step in enumerate(steps) if isinstance(step, CreateOp)]
     ops = " -> ".join(step.operator for _, step in program.compute_steps)
+    described = f"level {program.level}, seed {program.seed}" + (f", {program.dtype}" if half_precision else "")
+    dtype_argument = f", dtype=torch.{program.dtype}" if half_precision else ""
     lines = [
-        f'"""Synthetic program (CSP-DAG level {program.level}, seed {program.seed}): {ops}."""',
+        f'"""Synthetic program (CSP-DAG {described}): {ops}."""',
         "",
         "import torch",
         "import torch.nn as nn",
@@ -80,7 +86,7 @@ def render_program(program: Program, registry: OperatorRegistry) -> str:
             lines.append(f"    {names[index]} = torch.randint(0, {classes}, ({', '.join(map(str, shape))},))")
         else:
             sizes = ", ".join(map(str, shape)) if shape else "()"
-            lines.append(f"    {names[index]} = torch.randn({sizes})")
+            lines.append(f"    {names[index]} = torch.randn({sizes}{dtype_argument})")
     lines += [
         f"    return [{', '.join(names[i] for i in input_ids)}]",
         "",

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Collection, Iterator
 
 from drtriton_training.shapes import Dim, Shape, ShapeModel
 
-DTYPE_BYTES = {"float32": 4, "int64": 8}
+# The floating dtypes a program can be synthesized in (`ProgramSynthesizer(dtype=...)`).
+FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8}
 
 
 @dataclass(frozen=True)
 class TensorInput:
     """One tensor an operator reads: allowed ranks and dtype.
 
+    dtype: "float" (the program's floating dtype) or "int64" (class indices).
     same_rank_as: index of an earlier input whose rank this one must share (cat, losses, ...).
     class_count_of: for an int64 class-index input, (input index, axis) of the dimension that
       holds the number of classes; the generator creates it as `torch.randint(0, classes, ...)`.
@@ -26,7 +29,7 @@ class TensorInput:
 
     min_rank: int
     max_rank: int
-    dtype: str = "float32"
+    dtype: str = "float"
     same_rank_as: int | None = None
     class_count_of: tuple[int, int] | None = None
 
@@ -78,6 +81,9 @@ class Operator:
     forward: source of the expression computing the output (in `forward`).
     constructor: source of the `nn.Module` (e.g. `nn.Conv2d(...)`) or `nn.Parameter` stored
       in `__init__`; None for ops without parameters. attribute_prefix names that attribute.
+    dtypes: the floating dtypes programs using this op may have; an op is left out of the others
+      where PyTorch's CPU kernel lacks that dtype or its own result there misses the exact one by
+      more than that dtype's tolerance (the reason is noted where the op is registered).
     """
 
     name: str
@@ -88,6 +94,11 @@ class Operator:
     attributes: AttributeSampler = no_attributes
     constructor: Callable[[Emission], str] | None = None
     attribute_prefix: str = ""
+    dtypes: tuple[str, ...] = FLOAT_DTYPES
+
+    def __post_init__(self) -> None:
+        if "float32" not in self.dtypes or not set(self.dtypes) <= set(FLOAT_DTYPES):
+            raise ValueError(f"operator {self.name!r}: dtypes must include float32 and be among {FLOAT_DTYPES}")
 
     @property
     def has_parameters(self) -> bool:
@@ -120,6 +131,31 @@ class OperatorRegistry:
 
     def families(self) -> list[str]:
         return sorted({operator.family for operator in self})
+
+    def choices(
+        self,
+        dtype: str = "float32",
+        families: Collection[str] | None = None,
+        exclude_families: Collection[str] = (),
+    ) -> list[str]:
+        """The ops a program of `dtype` may draw, in registration order.
+
+        families: only these families (None: all); exclude_families: never these. The defaults
+        give every op, so `choices()` equals `names()`.
+        """
+        if dtype not in FLOAT_DTYPES:
+            raise ValueError(f"unknown dtype {dtype!r}; synthesis supports {', '.join(FLOAT_DTYPES)}")
+        known = set(self.families())
+        unknown = (set(families or ()) | set(exclude_families)) - known
+        if unknown:
+            raise ValueError(f"unknown families {sorted(unknown)}; the registry has {sorted(known)}")
+        return [
+            operator.name
+            for operator in self
+            if dtype in operator.dtypes
+            and (families is None or operator.family in families)
+            and operator.family not in exclude_families
+        ]
 
 
 def pick_axis(rng: random.Random, rank: int) -> int:
