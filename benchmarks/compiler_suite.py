@@ -68,6 +68,8 @@ class SuiteSpec:
     max_ops: int = 6
     dtype_shares: tuple[tuple[str, float], ...] = DEFAULT_DTYPE_SHARES
     exclude_families: tuple[str, ...] = DEFAULT_EXCLUDED_FAMILIES
+    # synthesis caps grow by 2**size_scale elements per tensor (0: CPU-sized, the default; 8: GPU-sized)
+    size_scale: int = 0
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -84,6 +86,7 @@ class SuiteSpec:
             max_ops=data["max_ops"],
             dtype_shares=tuple(data["dtype_shares"].items()),
             exclude_families=tuple(data["exclude_families"]),
+            size_scale=data.get("size_scale", 0),
         )
 
 
@@ -123,8 +126,17 @@ def generate_suite(spec: SuiteSpec) -> tuple[dict[str, str], dict[str, Any]]:
     # Imported here so that `run` works where only the product is installed (e.g. the GPU machine).
     from drtriton_training.csp_dag import ProgramSynthesizer
 
+    from drtriton_training.shapes import SynthesisLimits
+
+    base = SynthesisLimits()
+    limits = SynthesisLimits(
+        max_tensor_elements=base.max_tensor_elements << spec.size_scale,
+        max_total_elements=base.max_total_elements << spec.size_scale,
+        max_flops=base.max_flops << (2 * spec.size_scale),
+        solver_time=base.solver_time,
+    )
     synthesizers = {
-        dtype: ProgramSynthesizer(dtype=dtype, exclude_families=spec.exclude_families)
+        dtype: ProgramSynthesizer(limits=limits, dtype=dtype, exclude_families=spec.exclude_families)
         for dtype, _ in spec.dtype_shares
     }
     files: dict[str, str] = {}
@@ -534,6 +546,12 @@ def main(argv: list[str] | None = None) -> int:
     generate.add_argument("--count", type=int, default=DEFAULT_COUNT, help="problems (default 100)")
     generate.add_argument("--out", type=Path, default=SUITE_DIR, help="suite directory")
     generate.add_argument(
+        "--size-scale",
+        type=int,
+        default=0,
+        help="grow the synthesis caps by 2**N elements per tensor (0: CPU-sized; 8: GPU-sized, up to 16M elements)",
+    )
+    generate.add_argument(
         "--check", action="store_true", help="regenerate into a temporary directory and diff with --out"
     )
     run = commands.add_parser("run", help="run the compiler's pipeline on every problem and write results")
@@ -562,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if differences else 0
     if args.count < 1:
         parser.error("--count must be at least 1")
-    files, index = generate_suite(SuiteSpec(seed=args.seed, count=args.count))
+    files, index = generate_suite(SuiteSpec(seed=args.seed, count=args.count, size_scale=args.size_scale))
     write_suite(files, index, args.out)
     print(f"wrote {len(files)} problems and {INDEX_NAME} to {relative(args.out)}")
     return 0

@@ -61,6 +61,8 @@ class Tally:
     kernels: dict[str, int] = field(default_factory=dict)
     # the candidate's schedule computes float32 matmuls in TF32: its float32 tolerance is looser
     tf32: bool = False
+    # kernels run under Triton's CPU interpreter, whose bfloat16 rounding differs from GPUs'
+    interpreter: bool = False
 
 
 def run_verification(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
@@ -69,7 +71,7 @@ def run_verification(params: dict[str, Any], progress: Callable[[str], None]) ->
     trials = int(params.get("trials", 5))
     directory = scratch_directory()
     interpreter = os.environ.get("TRITON_INTERPRET") == "1"
-    tally = Tally(tf32=bool(params.get("tf32", False)))
+    tally = Tally(tf32=bool(params.get("tf32", False)), interpreter=interpreter)
     checks: dict[str, Any] = {"poisoned_outputs": True}
     result: dict[str, Any] = {"interpreter": interpreter, "checks": checks}
     try:
@@ -262,9 +264,13 @@ def _compare(expected: list, actual: list, tally: Tally, label: str) -> None:
             raise Rejected("wrong_result", f"{label}: output {index} has shape {list(got.shape)}, expected {list(want.shape)}")
         if got.dtype != want.dtype:
             raise Rejected("wrong_result", f"{label}: output {index} has dtype {got.dtype}, expected {want.dtype}")
-        tolerance = tolerance_for(want.dtype, tf32=tally.tf32)
-        label_dtype = str(want.dtype).removeprefix("torch.")
-        tally.tolerance[f"{label_dtype} (tf32)" if tally.tf32 and want.dtype == torch.float32 else label_dtype] = tolerance
+        tolerance = tolerance_for(want.dtype, tf32=tally.tf32, interpreter=tally.interpreter)
+        label = str(want.dtype).removeprefix("torch.")
+        if tally.tf32 and want.dtype == torch.float32:
+            label += " (tf32)"
+        elif tally.interpreter and want.dtype == torch.bfloat16:
+            label += " (interpreter)"
+        tally.tolerance[label] = tolerance
         abs_err, rel_err, mismatches = _errors(want, got, tolerance)
         tally.max_abs_err = max(tally.max_abs_err, abs_err)
         tally.max_rel_err = max(tally.max_rel_err, rel_err)

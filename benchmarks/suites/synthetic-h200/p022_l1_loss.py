@@ -1,0 +1,23 @@
+"""Synthetic program (CSP-DAG level 1, seed 7582777855762734209): l1_loss."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        h1 = F.l1_loss(x, x)
+        return h1
+
+
+def get_inputs():
+    x = torch.randn(111, 235)
+    return [x]
+
+
+def get_init_inputs():
+    return []
