@@ -370,7 +370,9 @@ def affordable_jobs(requested: int, per_job_bytes: int) -> int:
 def run_suite(args: argparse.Namespace, argv: list[str]) -> int:
     index = json.loads((args.suite / INDEX_NAME).read_text())
     entries = index["problems"][: args.limit]
-    options = OptimizeOptions(device=args.device, trials=args.trials)
+    # the suite measures correctness and coverage; several problems share the GPU, so nothing is timed
+    # here (speed is `drtriton bench`'s job, one problem at a time)
+    options = OptimizeOptions(device=args.device, trials=args.trials, benchmark=False)
     jobs = affordable_jobs(args.jobs, options.verify_limits.memory_bytes)
     if jobs < args.jobs:
         print(f"running {jobs} at a time, not {args.jobs}: each may use up to "

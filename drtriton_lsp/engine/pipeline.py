@@ -38,6 +38,8 @@ class OptimizeOptions:
     trials: int = 5
     # a schedule script to decode instead of the compiler's default (None: the default)
     schedule: str | None = None
+    # time verified candidates on the GPU (off: verification only, e.g. when jobs share the GPU)
+    benchmark: bool = True
     # test-time search over schedules (GPU only), its budget, verification jobs at once, and cache
     search: bool = False
     search_budget: SearchBudget = field(default_factory=SearchBudget)
@@ -183,6 +185,8 @@ def _verify_and_time(task, graph, program, device, device_info, options, runner,
         timing_note = "not timed: the candidate was not verified"
     elif device == "cpu":
         timing_note = "no GPU: verified with the Triton interpreter on CPU, which says nothing about speed"
+    elif not options.benchmark:
+        timing_note = "not timed: verification only was asked for"
     else:
         progress("benchmarking eager, torch.compile and Triton on the GPU")
         measured = _call(
