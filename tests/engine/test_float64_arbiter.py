@@ -1,0 +1,44 @@
+"""The float64 arbiter: an output outside the dtype tolerance of eager PyTorch passes only when,
+against a float64 run of the reference, it is no less accurate than eager itself.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from drtriton_lsp.engine.verify_worker import Rejected, Tally, _compare
+
+EXACT = torch.linspace(-3.0, 3.0, 1000, dtype=torch.float64)
+EAGER = (EXACT + 1e-3 * torch.sin(EXACT * 37)).float()  # eager's own error: up to 1e-3
+
+
+def test_an_output_more_accurate_than_eager_passes_and_is_recorded():
+    candidate = (EXACT + 4e-4 * torch.cos(EXACT * 11)).float()
+    tally = Tally()
+    _compare([EAGER], [candidate], tally, "primary", lambda: [EXACT])
+    assert len(tally.arbitrated) == 1
+    assert "against float64: candidate max error 0.0004, eager 0.001" in tally.arbitrated[0]
+
+
+def test_an_output_less_accurate_than_eager_is_rejected_with_both_errors():
+    candidate = (EXACT + 5e-3).float()
+    with pytest.raises(Rejected) as raised:
+        _compare([EAGER], [candidate], Tally(), "primary", lambda: [EXACT])
+    assert raised.value.reason == "wrong_result"
+    assert "candidate max error 0.005" in raised.value.detail and "eager 0.001" in raised.value.detail
+
+
+def test_without_a_float64_reference_the_tolerance_alone_decides():
+    candidate = (EXACT + 4e-4 * torch.cos(EXACT * 11)).float()
+    with pytest.raises(Rejected):
+        _compare([EAGER], [candidate], Tally(), "primary", lambda: None)
+    with pytest.raises(Rejected):
+        _compare([EAGER], [candidate], Tally(), "primary")
+
+
+def test_a_non_finite_candidate_is_never_arbitrated_into_a_pass():
+    candidate = EAGER.clone()
+    candidate[10] = float("nan")
+    with pytest.raises(Rejected):
+        _compare([EAGER], [candidate], Tally(), "primary", lambda: [EXACT])
