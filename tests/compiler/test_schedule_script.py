@@ -102,6 +102,10 @@ def gated_graph():
     return capture_graph(GatedResidual().eval(), (torch.randn(3, 8),))
 
 
+# linear stays a PyTorch call here: a keep line fits whichever templates claim linear
+KEEP_LINEAR_SCRIPT = "keep linear\nkeep sum_1\nkernel pointwise sigmoid,mul,add block=1024 warps=4\n"
+
+
 def compile_with(graph, script: str | None):
     return compile_graph(graph, prefix="gated", forward_params=["x"], has_self=True, schedule=script)
 
@@ -115,15 +119,15 @@ def test_the_default_script_decodes_to_the_same_source_every_time(gated_graph):
 
 
 def test_changing_a_parameter_changes_only_what_it_controls(gated_graph):
-    default = compile_with(gated_graph, None)
+    default = compile_with(gated_graph, KEEP_LINEAR_SCRIPT)
     assert "kernel pointwise sigmoid,mul,add block=1024 warps=4\n" in default.schedule
     tuned = compile_with(gated_graph, default.schedule.replace("block=1024 warps=4", "block=256 warps=2"))
     assert tuned.kernel_block != default.kernel_block
     assert tuned.kernel_block.replace("BLOCK = 256", "BLOCK = 1024").replace("num_warps=2", "num_warps=4") == default.kernel_block
 
 
-def script_lines(graph) -> list[str]:
-    return compile_with(graph, None).schedule.splitlines()
+def script_lines() -> list[str]:
+    return KEEP_LINEAR_SCRIPT.splitlines()
 
 
 @pytest.mark.parametrize(
@@ -138,14 +142,14 @@ def script_lines(graph) -> list[str]:
     ],
 )
 def test_scripts_that_do_not_fit_the_graph_are_rejected_precisely(gated_graph, edit, expected):
-    script = "\n".join(edit(script_lines(gated_graph))) + "\n"
+    script = "\n".join(edit(script_lines())) + "\n"
     with pytest.raises(ScheduleError) as raised:
         compile_with(gated_graph, script)
     assert expected in raised.value.message, raised.value.message
 
 
 def test_a_pointwise_kernel_may_be_split_in_two(gated_graph):
-    lines = script_lines(gated_graph)
+    lines = script_lines()
     split = [
         line.replace("kernel pointwise sigmoid,mul,add block=1024 warps=4", "kernel pointwise sigmoid block=64 warps=1\nkernel pointwise mul,add block=128 warps=2")
         for line in lines

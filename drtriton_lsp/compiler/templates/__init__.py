@@ -7,10 +7,16 @@ from __future__ import annotations
 
 from drtriton_lsp.compiler.graph import OpGraph, OpNode
 from drtriton_lsp.compiler.templates.base import AnchorShape, Template
+from drtriton_lsp.compiler.templates.copy import CopyTemplate
+from drtriton_lsp.compiler.templates.loss import LossTemplate
+from drtriton_lsp.compiler.templates.matmul import MatmulTemplate
+from drtriton_lsp.compiler.templates.normalize import NormalizeTemplate
 from drtriton_lsp.compiler.templates.pointwise import PointwiseTemplate
+from drtriton_lsp.compiler.templates.pool import PoolTemplate
+from drtriton_lsp.compiler.templates.reduce import ReduceTemplate, ScanTemplate
 
 POINTWISE = PointwiseTemplate()
-TEMPLATES: dict[str, Template] = {template.name: template for template in (POINTWISE,)}
+TEMPLATES: dict[str, Template] = {template.name: template for template in (POINTWISE, MatmulTemplate(), PoolTemplate(), LossTemplate(), CopyTemplate(), NormalizeTemplate(), ReduceTemplate(), ScanTemplate())}
 
 
 def anchor_of(node: OpNode, graph: OpGraph) -> tuple[Template, AnchorShape] | None:

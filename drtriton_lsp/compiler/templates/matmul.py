@@ -7,6 +7,7 @@ Operands are read through their strides (a transposed weight is never copied); p
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,8 @@ from drtriton_lsp.compiler.templates.pointwise import (
 
 # streaming multiprocessors of an NVIDIA H200: fewer output tiles than this leave SMs idle
 H200_SMS = 132
+# characters per line of a kernel's docstring text
+DOCSTRING_WIDTH = 100
 # what a symbolic size is taken to be when the graph has no example value for it
 UNKNOWN_SIZE = 1024
 # names the kernel body spells literally; taken first, so a graph value with one of them is renamed
@@ -55,7 +58,7 @@ def whole_number(name: str, low: int, high: int, doc: str) -> ParameterSpec:
             raise ValueError(f"expected an integer from {low} to {high}, got {value}")
         return value
 
-    return ParameterSpec(name, parse, str, doc)
+    return ParameterSpec(name, parse, str, doc, tuple(range(low, high + 1)))
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,8 @@ def _addmm_form(bound: dict[str, Any], graph: OpGraph) -> MatmulForm | None:
     if not (math.isfinite(alpha) and math.isfinite(beta)):
         return None
     # beta = 0: PyTorch ignores the input entirely (a NaN in it does not propagate)
-    return MatmulForm(left, right, None, None, batch_rank=0, addend=addend if beta != 0 else None, alpha=alpha, beta=beta)
+    addend = addend if beta != 0 else None
+    return MatmulForm(left, right, None, None, batch_rank=0, addend=addend, alpha=alpha, beta=beta)
 
 
 def _linear_form(bound: dict[str, Any], graph: OpGraph) -> MatmulForm | None:
@@ -242,6 +246,8 @@ class ProblemSize:
 
 
 def problem_size(node: OpNode, form: MatmulForm, graph: OpGraph) -> ProblemSize:
+    """The product's sizes, reading a symbol as its example value (UNKNOWN_SIZE where there is none)."""
+
     def size(dim: Dim) -> int:
         return dim if isinstance(dim, int) else graph.symbol_hints.get(dim, UNKNOWN_SIZE)
 
@@ -253,6 +259,11 @@ def problem_size(node: OpNode, form: MatmulForm, graph: OpGraph) -> ProblemSize:
         columns=size(shape[-1]),
         depth=size(left_shape[-1]),
     )
+
+
+def _power_of_two_within(size: int, low: int, high: int) -> int:
+    """The smallest power of two that covers `size`, clamped to [low, high]."""
+    return min(high, max(low, 1 << (size - 1).bit_length()))
 
 
 class MatmulTemplate(Template):
@@ -283,15 +294,23 @@ class MatmulTemplate(Template):
     def default_parameters(self, plan: KernelPlan, graph: OpGraph) -> dict[str, Any]:
         node = next(node for node in graph.nodes if node.name == plan.anchor)
         size = problem_size(node, matmul_form(node, graph), graph)
-        large_tiles = size.batch * math.ceil(size.rows / 128) * math.ceil(size.columns / 128)
+        full_wave = size.batch * math.ceil(size.rows / 128) * math.ceil(size.columns / 128) >= H200_SMS
         half = node.spec.dtype != "float32"
-        if large_tiles >= H200_SMS:
-            # a full wave of large tiles: every SM busy, fewest reloads of the operands
-            tile_sizes, warps, stages = ((128, 128, 64), 8, 4) if half else ((128, 64, 32), 4, 3)
+        if full_wave and half:
+            # measured on an H200 (fp16, 4096^3): 128x256x64 with 8 warps ~20 % faster than 128x128x64;
+            # a short K (attention scores) leaves nothing to pipeline and runs best on 128x128, 4 warps
+            tile_sizes, warps, stages = ((128, 256, 64), 8, 3) if size.depth >= 256 else ((128, 128, 64), 4, 3)
+        elif full_wave:
+            tile_sizes, warps, stages = (128, 64, 32), 4, 3
         else:
-            # small problems: smaller tiles spread the work over more SMs; few rows get a short tile
-            block_m = min(64, max(16, 1 << (size.rows - 1).bit_length()))
-            tile_sizes, warps, stages = (block_m, 64, 32), 4, (4 if half else 3)
+            # less than a wave of large tiles: tiles no larger than the problem spread it over more SMs;
+            # half precision streams the (weight) operand in deeper K slices
+            tile_sizes = (
+                _power_of_two_within(size.rows, 16, 64),
+                _power_of_two_within(size.columns, 16, 64),
+                _power_of_two_within(size.depth, 16, 128 if half else 32),
+            )
+            warps, stages = 4, 3
         return {"tile": tile_sizes, "group": 8, "warps": warps, "stages": stages, "precision": "ieee"}
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
@@ -300,113 +319,83 @@ class MatmulTemplate(Template):
 
 
 class MatmulKernel:
-    """Renders one matmul plan: the `@triton.jit` kernel, then its launch wrapper."""
+    """Renders one matmul plan: the `@triton.jit` kernel, then its launch wrapper.
+
+    Output dims: [batch..., rows..., n]. The kernel takes every size and stride from the wrapper, which
+    reads them from the tensors at run time, so symbolic dims need nothing special. The kernel's names
+    are all taken here, in one scope, so the kernel body and the wrapper's launch agree on them.
+    """
 
     def __init__(self, plan: KernelPlan, context: RenderContext, node: OpNode, form: MatmulForm):
         self.plan, self.context, self.node, self.form = plan, context, node, form
-        graph = context.graph
+        self.graph = context.graph
         self.domain = plan.domain
-        self.batch_rank = form.batch_rank
-        self.row_dims = list(range(form.batch_rank, len(self.domain) - 1))
-        self.batch_dims = [dim for dim in range(form.batch_rank) if self.domain[dim] != 1]
         self.dtype = node.spec.dtype
-        nodes = {member.name: member for member in graph.nodes}
+        self.row_rank = len(self.domain) - form.batch_rank - 1
+        # dims of size 1 have index 0 everywhere: no stride, no index arithmetic
+        self.batch_dims = [dim for dim in range(form.batch_rank) if self.domain[dim] != 1]
+        self.row_dims = [dim for dim in range(form.batch_rank, len(self.domain) - 1) if self.domain[dim] != 1]
+        nodes = {member.name: member for member in self.graph.nodes}
         epilogue_reads = {ref for member in plan.epilogue for ref in nodes[member].input_refs()}
-        # values read in the output domain: the addend and what epilogue ops read from outside
-        self.domain_values = [value for value in plan.inputs if value == form.addend or value in epilogue_reads]
+        # values read in the output domain: the addend, and what epilogue ops read from outside
+        domain_values = [value for value in plan.inputs if value == form.addend or value in epilogue_reads]
 
-    def source(self) -> str:
-        return self.kernel_source() + "\n\n" + self.wrapper_source()
-
-    # -- kernel -------------------------------------------------------------------------------
-
-    def kernel_source(self) -> str:
-        plan, graph, form = self.plan, self.context.graph, self.form
-        scope = self.context.scope()
+        scope = self.scope = context.scope()
         for fixed in KERNEL_NAMES:
             scope.fresh(fixed)
-        left, right = scope.fresh(form.left), scope.fresh(form.right)
-        left_ptr, right_ptr = scope.fresh(f"{left}_ptr"), scope.fresh(f"{right}_ptr")
-        self.left_strides = {dim: scope.fresh(f"{left}_stride{dim}") for dim in self.batch_dims + self.varying_rows}
-        self.left_stride_k = scope.fresh(f"{left}_stride_k")
-        self.right_strides = {dim: scope.fresh(f"{right}_stride{dim}") for dim in self.batch_dims}
-        self.right_stride_k, self.right_stride_n = scope.fresh(f"{right}_stride_k"), scope.fresh(f"{right}_stride_n")
-        variables: dict[str, str] = {}
-        self.reads = DomainReads(graph, self.domain, self.domain_values, scope, variables, flat_fast_path=True)
-        batch_lines, batch_index, self.batch_sizes = self._split(self.batch_dims, "batch", scope)
-        row_lines, row_index, self.row_sizes = self._split(self.varying_rows, "rows", scope)
-        output_pointers = {value: scope.fresh(f"{value}_ptr") for value in plan.outputs}
+        self.left, self.right = scope.fresh(form.left), scope.fresh(form.right)
+        self.left_pointer, self.right_pointer = scope.fresh(f"{self.left}_ptr"), scope.fresh(f"{self.right}_ptr")
+        self.left_strides = {dim: scope.fresh(f"{self.left}_stride{dim}") for dim in self.batch_dims + self.row_dims}
+        self.left_stride_k = scope.fresh(f"{self.left}_stride_k")
+        self.right_strides = {dim: scope.fresh(f"{self.right}_stride{dim}") for dim in self.batch_dims}
+        self.right_stride_k = scope.fresh(f"{self.right}_stride_k")
+        self.right_stride_n = scope.fresh(f"{self.right}_stride_n")
+        self.variables: dict[str, str] = {}
+        self.reads = DomainReads(self.graph, self.domain, domain_values, scope, self.variables, flat_fast_path=True)
+        self.batch_lines, self.batch_index, self.batch_sizes = self._split(self.batch_dims, "batch")
+        self.row_lines, self.row_index, self.row_sizes = self._split(self.row_dims, "rows")
+        self.output_pointers = {value: scope.fresh(f"{value}_ptr") for value in plan.outputs}
 
-        body = ["tiles_m = tl.cdiv(M, BLOCK_M)", "tiles_n = tl.cdiv(N, BLOCK_N)"]
-        if self.batch_dims:
-            body += [
-                "tiles_per_batch = tiles_m * tiles_n",
-                "# programs walk the batch outermost; the batch index is a 1x1 block so that per-batch",
-                "# offsets broadcast against the tiles like row and column indices do",
-                "batch = (tl.program_id(0) // tiles_per_batch).to(tl.int64) + tl.zeros((1, 1), dtype=tl.int64)",
-                "pid = tl.program_id(0) % tiles_per_batch",
-            ]
-        else:
-            body.append("pid = tl.program_id(0)")
+    def source(self) -> str:
+        return self._kernel() + "\n\n" + self._wrapper()
+
+    def _split(self, dims: list[int], flat: str) -> tuple[list[str], dict[int, str], dict[int, str]]:
+        """Statements splitting a flat index over `dims` (row-major) into one index per dim; sizes it divides by."""
+        if len(dims) <= 1:
+            return [], {dim: flat for dim in dims}, {}
+        # the other dims are left out of the split by giving them size 1
+        domain = tuple(self.domain[dim] if dim in dims else 1 for dim in range(dims[-1] + 1))
+        return flat_index_lines(domain, dims, flat, self.scope)
+
+    # -- kernel ----------------------------------------------------------------------------------
+
+    def _kernel(self) -> str:
+        plan = self.plan
+        body = self._tile_lines()
+        if self.batch_lines:
+            body += ["# the batch index of each batch dim"] + self.batch_lines
+        if self.row_lines:
+            body += [f"# each row's index along the {len(self.row_dims)} output dims flattened into M"] + self.row_lines
+        body += self._loop_lines()
+        index_of_dim = {dim: self.batch_index[dim] for dim in self.batch_dims}
+        index_of_dim |= {dim: f"{self.row_index[dim]}[:, None]" for dim in self.row_dims}
+        index_of_dim[len(self.domain) - 1] = "cols[None, :]"
+        flat_rows = "(batch * M + rows[:, None])" if self.batch_dims else "rows[:, None]"
         body += [
-            "# GROUP_M row tiles run side by side, so the right-operand columns they share stay in L2",
-            "tiles_in_group = GROUP_M * tiles_n",
-            "first_tile_m = (pid // tiles_in_group) * GROUP_M",
-            "group_rows = tl.minimum(tiles_m - first_tile_m, GROUP_M)",
-            "tile_m = first_tile_m + (pid % tiles_in_group) % group_rows",
-            "tile_n = (pid % tiles_in_group) // group_rows",
-            "# int64: indices times strides may pass 2**31",
-            "rows = tile_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)",
-            "cols = tile_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)",
-            "ks = tl.arange(0, BLOCK_K).to(tl.int64)",
+            "mask = (rows < M)[:, None] & (cols < N)[None, :]",
+            "# the output is a new contiguous tensor: row-major offsets",
+            f"out_offsets = {flat_rows} * N + cols[None, :]",
         ]
-        if batch_lines:
-            body.append("# split the batch index into the index of each batch dim")
-            body += batch_lines
-        if row_lines:
-            body.append(f"# split each row into its index along the {len(self.varying_rows)} dims flattened into M")
-            body += row_lines
-        left_rows = self._offsets(
-            [(f"{batch_index[dim]}", self.left_strides[dim]) for dim in self.batch_dims]
-            + [(f"{row_index[dim]}[:, None]", self.left_strides[dim]) for dim in self.varying_rows]
-        )
-        right_cols = self._offsets(
-            [(f"{batch_index[dim]}", self.right_strides[dim]) for dim in self.batch_dims]
-            + [("cols[None, :]", self.right_stride_n)]
-        )
-        left_row_pointers, right_col_pointers = scope.fresh(f"{left}_row_ptrs"), scope.fresh(f"{right}_col_ptrs")
-        left_tile, right_tile = scope.fresh(f"{left}_tile"), scope.fresh(f"{right}_tile")
-        if not self.varying_rows:
-            body.append("# the product has a single row: every row of the tile reads it, and only the first is stored")
-            left_rows = self._offsets([(a, b) for a, b in left_rows_terms_zero()]) if False else left_rows
-        body += [
-            f"{left_row_pointers} = {left_ptr}{left_rows}",
-            f"{right_col_pointers} = {right_ptr}{right_cols}",
-            "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-            "for k_start in range(0, K, BLOCK_K):",
-            f"{INDENT}k = k_start + ks",
-            f"{INDENT}# masked lanes read 0: past K they add nothing to the sums; past M and N they are never stored",
-            f"{INDENT}{left_tile} = tl.load(",
-            f"{INDENT * 2}{left_row_pointers} + k[None, :] * {self.left_stride_k},",
-            f"{INDENT * 2}mask=(rows < M)[:, None] & (k < K)[None, :],",
-            f"{INDENT * 2}other=0.0,",
-            f"{INDENT})",
-            f"{INDENT}{right_tile} = tl.load(",
-            f"{INDENT * 2}{right_col_pointers} + k[:, None] * {self.right_stride_k},",
-            f"{INDENT * 2}mask=(k < K)[:, None] & (cols < N)[None, :],",
-            f"{INDENT * 2}other=0.0,",
-            f"{INDENT})",
-        ]
-        body += [INDENT + line for line in self._dot_lines(left_tile, right_tile)]
-        body += self._epilogue_lines(variables, row_index, batch_index, scope)
+        body += self.reads.load_lines(index_of_dim, "mask", flat_offsets="out_offsets")
+        body += self._epilogue_lines()
         for value in plan.outputs:
-            dtype = graph.spec_of(value).dtype
-            body.append(f"tl.store({output_pointers[value]} + out_offsets, {stored(variables[value], dtype)}, mask=mask)")
+            stored_value = stored(self.variables[value], self.graph.spec_of(value).dtype)
+            body.append(f"tl.store({self.output_pointers[value]} + out_offsets, {stored_value}, mask=mask)")
 
         parameters = (
-            [left_ptr, right_ptr]
+            [self.left_pointer, self.right_pointer]
             + self.reads.pointer_parameters()
-            + list(output_pointers.values())
+            + list(self.output_pointers.values())
             + ["M", "N", "K"]
             + list(self.batch_sizes.values())
             + list(self.row_sizes.values())
@@ -421,6 +410,216 @@ class MatmulKernel:
         )
         lines = ["@triton.jit", f"def {plan.kernel}("]
         lines += [f"{INDENT}{parameter}," for parameter in parameters]
-        lines += ["):"] + [INDENT + line if line else "" for line in self._docstring()]
+        lines += ["):"] + [f"{INDENT}{line}" if line else "" for line in self._docstring()]
         lines += [f"{INDENT}{line}" for line in body]
         return "\n".join(lines) + "\n"
+
+    def _docstring(self) -> list[str]:
+        replaced = ", ".join(f"{op} ({node})" for node, op in zip(self.plan.nodes, self.plan.ops))
+        if self.dtype != "float32":
+            products = f"{self.dtype} tensor-core products"
+        elif self.plan.params["precision"] == "tf32":
+            products = "TF32 tensor-core products, about 1e-3 relative error"
+        else:
+            products = "exact float32 products"
+        if self.row_rank == 1:
+            rows = "M = the output dim before the last"
+        else:
+            rows = f"M = the {self.row_rank} output dims before the last, flattened"
+        batch = ""
+        if self.batch_dims:
+            batch = f" The grid walks the {self.form.batch_rank} leading (batch) dims, one product each."
+        finishes = self.plan.epilogue or self.form.addend is not None or self.form.alpha != 1
+        tail = "computes the epilogue on the tile in float32 and stores it" if finishes else "stores the tile"
+        description = (
+            f"Output {domain_text(self.domain)} = [M, K] x [K, N], {rows}.{batch} Each program computes one "
+            f"BLOCK_M x BLOCK_N output tile: it walks K in BLOCK_K slices with tl.dot ({products}, float32 "
+            f"accumulation), then {tail}."
+        )
+        return [f'"""Replaces {replaced}.', ""] + textwrap.wrap(description, DOCSTRING_WIDTH) + ['"""']
+
+    def _tile_lines(self) -> list[str]:
+        lines = ["tiles_m = tl.cdiv(M, BLOCK_M)", "tiles_n = tl.cdiv(N, BLOCK_N)"]
+        if self.batch_dims:
+            lines += [
+                "tiles_per_batch = tiles_m * tiles_n",
+                "# programs walk the batch outermost; its index is a 1x1 block so per-batch offsets",
+                "# broadcast against the tile like the row and column indices",
+                "batch = (tl.program_id(0) // tiles_per_batch).to(tl.int64) + tl.zeros((1, 1), dtype=tl.int64)",
+                "pid = tl.program_id(0) % tiles_per_batch",
+            ]
+        else:
+            lines.append("pid = tl.program_id(0)")
+        return lines + [
+            "# GROUP_M row tiles run side by side, so the right-operand columns they share stay in L2",
+            "tiles_in_group = GROUP_M * tiles_n",
+            "first_tile_m = (pid // tiles_in_group) * GROUP_M",
+            "group_rows = tl.minimum(tiles_m - first_tile_m, GROUP_M)",
+            "tile_m = first_tile_m + (pid % tiles_in_group) % group_rows",
+            "tile_n = (pid % tiles_in_group) // group_rows",
+            "# int64: indices times strides may pass 2**31",
+            "rows = tile_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)",
+            "cols = tile_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)",
+            "ks = tl.arange(0, BLOCK_K).to(tl.int64)",
+        ]
+
+    def _loop_lines(self) -> list[str]:
+        """Pointers to the tile's rows of the left operand and columns of the right one, and the K loop."""
+        scope = self.scope
+        row_pointers, column_pointers = scope.fresh(f"{self.left}_row_ptrs"), scope.fresh(f"{self.right}_col_ptrs")
+        left_tile, right_tile = scope.fresh(f"{self.left}_tile"), scope.fresh(f"{self.right}_tile")
+        left_rows = [(self.batch_index[dim], self.left_strides[dim]) for dim in self.batch_dims]
+        left_rows += [(f"{self.row_index[dim]}[:, None]", self.left_strides[dim]) for dim in self.row_dims]
+        right_columns = [(self.batch_index[dim], self.right_strides[dim]) for dim in self.batch_dims]
+        right_columns += [("cols[None, :]", self.right_stride_n)]
+        lines: list[str] = []
+        if not self.row_dims:
+            lines.append("# a single output row: every row of the tile reads it (only the first is stored)")
+            left_rows = left_rows + [("tl.zeros((BLOCK_M, 1), dtype=tl.int64)", "")]
+        lines += [
+            f"{row_pointers} = {self.left_pointer}{_offset_sum(left_rows)}",
+            f"{column_pointers} = {self.right_pointer}{_offset_sum(right_columns)}",
+            "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+            "for k_start in range(0, K, BLOCK_K):",
+            f"{INDENT}k = k_start + ks",
+            f"{INDENT}# masked lanes read 0: past K they add nothing to the sums, past M and N nothing is stored",
+            f"{INDENT}{left_tile} = tl.load(",
+            f"{INDENT * 2}{row_pointers} + k[None, :] * {self.left_stride_k},",
+            f"{INDENT * 2}mask=(rows < M)[:, None] & (k < K)[None, :],",
+            f"{INDENT * 2}other=0.0,",
+            f"{INDENT})",
+            f"{INDENT}{right_tile} = tl.load(",
+            f"{INDENT * 2}{column_pointers} + k[:, None] * {self.right_stride_k},",
+            f"{INDENT * 2}mask=(k < K)[:, None] & (cols < N)[None, :],",
+            f"{INDENT * 2}other=0.0,",
+            f"{INDENT})",
+        ]
+        if self.dtype == "float32":
+            precision = self.plan.params["precision"]
+            return lines + [f'{INDENT}acc = tl.dot({left_tile}, {right_tile}, acc, input_precision="{precision}")']
+        if self.dtype == "float16":
+            return lines + [f"{INDENT}acc = tl.dot({left_tile}, {right_tile}, acc)"]
+        return lines + [
+            f"{INDENT}if WIDEN_BFLOAT16:",
+            f"{INDENT * 2}# Triton's CPU interpreter multiplies bfloat16 tiles as raw integers; widened to float32",
+            f"{INDENT * 2}# the products are the same, and exact",
+            f"{INDENT * 2}acc = tl.dot({left_tile}.to(tl.float32), {right_tile}.to(tl.float32), acc, "
+            'input_precision="ieee")',
+            f"{INDENT}else:",
+            f"{INDENT * 2}acc = tl.dot({left_tile}, {right_tile}, acc)",
+        ]
+
+    def _epilogue_lines(self) -> list[str]:
+        """The anchor's value (scaled, plus the addend) and the epilogue ops, in float32."""
+        form, anchor, variables = self.form, self.plan.anchor, self.variables
+        expression = "acc" if form.alpha == 1 else f"acc * {float_literal(form.alpha)}"
+        if form.addend is not None:
+            addend = variables[form.addend]
+            expression += f" + {addend}" if form.beta == 1 else f" + {addend} * {float_literal(form.beta)}"
+        lines: list[str] = []
+        if expression == "acc":
+            variables[anchor] = "acc"
+        else:
+            variables[anchor] = self.scope.fresh(anchor)
+            lines.append(f"{variables[anchor]} = {expression}")
+        nodes = {node.name: node for node in self.graph.nodes}
+        if self.dtype != "float32" and any(anchor in nodes[member].input_refs() for member in self.plan.epilogue):
+            variable = variables[anchor]
+            lines += [
+                f"# round to {self.dtype} before the epilogue reads it, as PyTorch does",
+                f"{variable} = {stored(variable, self.dtype)}.to(tl.float32)",
+            ]
+        return lines + elementwise_lines(self.graph, self.plan.epilogue, variables, self.scope, self.context.helpers)
+
+    # -- wrapper ---------------------------------------------------------------------------------
+
+    def _wrapper(self) -> str:
+        plan, form, graph = self.plan, self.form, self.graph
+        scope = self.context.scope()
+        tensors = {value: scope.fresh(value) for value in plan.inputs}
+        outputs = {value: scope.fresh(value) for value in plan.outputs}
+        returned = ", ".join(outputs.values())
+        lines = [
+            f"def {plan.wrapper}({', '.join(tensors.values())}):",
+            f'{INDENT}"""Computes {", ".join(plan.nodes)} in one launch of {plan.kernel}; returns {returned}."""',
+        ]
+        if form.addend is None and self.node.op == "aten.addmm.default":
+            lines.append(f"{INDENT}# beta = 0: PyTorch ignores addmm's input, so the kernel never reads it")
+        lines.append(f"{INDENT}# the kernel reads [batch..., rows..., K] and [batch..., K, N] views through strides")
+        left = self._permuted(lines, scope, tensors[form.left], form.left_order)
+        right = self._permuted(lines, scope, tensors[form.right], form.right_order)
+        out_shape = scope.fresh("out_shape")
+        if form.batch_rank:
+            batch_shape = scope.fresh("batch_shape")
+            left_batch, left_matrix = f"{left}.shape[:-{self.row_rank + 1}]", f"{left}.shape[-{self.row_rank + 1}:]"
+            batched_left, batched_right = scope.fresh(f"{left}_batched"), scope.fresh(f"{right}_batched")
+            lines += [
+                f"{INDENT}{batch_shape} = torch.broadcast_shapes({left_batch}, {right}.shape[:-2])",
+                f"{INDENT}# an operand without a batch dim, or of size 1 there, is read with stride 0 along it",
+                f"{INDENT}{batched_left} = {left}.expand(*{batch_shape}, *{left_matrix})",
+                f"{INDENT}{batched_right} = {right}.expand(*{batch_shape}, *{right}.shape[-2:])",
+                f"{INDENT}{out_shape} = {batch_shape} + {left}.shape[-{self.row_rank + 1}:-1] + {right}.shape[-1:]",
+            ]
+            left, right = batched_left, batched_right
+        else:
+            lines.append(f"{INDENT}{out_shape} = {left}.shape[:-1] + {right}.shape[-1:]")
+        for value, variable in outputs.items():
+            dtype = graph.spec_of(value).dtype
+            lines.append(f"{INDENT}{variable} = torch.empty({out_shape}, dtype=torch.{dtype}, device={left}.device)")
+        left_strides, right_strides = scope.fresh(f"{left}_strides"), scope.fresh(f"{right}_strides")
+        lines += [f"{INDENT}{left_strides} = {left}.stride()", f"{INDENT}{right_strides} = {right}.stride()"]
+        stride_lines, read_strides, read_flags = self.reads.wrapper_arguments(tensors, out_shape, scope)
+        lines += [INDENT + line for line in stride_lines]
+
+        block_m, block_n, block_k = plan.params["tile"]
+        rows, columns, depth, grid = (scope.fresh(name) for name in ("rows", "columns", "depth", "grid"))
+        tiles = f"triton.cdiv({rows}, {block_m}) * triton.cdiv({columns}, {block_n})"
+        lines += [
+            f"{INDENT}{rows} = {out_shape}[{form.batch_rank}:-1].numel()",
+            f"{INDENT}{columns} = {out_shape}[-1]",
+            f"{INDENT}{depth} = {left}.shape[-1]",
+        ]
+        if self.batch_dims:
+            lines += [
+                f"{INDENT}# one program per {block_m} x {block_n} output tile of each product in the batch",
+                f"{INDENT}{grid} = ({out_shape}[:{form.batch_rank}].numel() * {tiles},)",
+            ]
+        else:
+            lines += [f"{INDENT}# one program per {block_m} x {block_n} output tile", f"{INDENT}{grid} = ({tiles},)"]
+        arguments = (
+            [left, right]
+            + [tensors[read.value] for read in self.reads.reads]
+            + list(outputs.values())
+            + [rows, columns, depth]
+            + [f"{out_shape}[{dim}]" for dim in list(self.batch_sizes) + list(self.row_sizes)]
+            + [f"{left_strides}[{dim}]" for dim in self.left_strides]
+            + [f"{left_strides}[-1]"]
+            + [f"{right_strides}[{dim}]" for dim in self.right_strides]
+            + [f"{right_strides}[-2]", f"{right_strides}[-1]"]
+            + read_strides
+            + read_flags
+            + [f"BLOCK_M={block_m}", f"BLOCK_N={block_n}", f"BLOCK_K={block_k}", f"GROUP_M={plan.params['group']}"]
+            + (["WIDEN_BFLOAT16=triton.knobs.runtime.interpret"] if self.dtype == "bfloat16" else [])
+            + [f"num_warps={plan.params['warps']}", f"num_stages={plan.params['stages']}"]
+        )
+        lines.append(f"{INDENT}{plan.kernel}[{grid}](")
+        lines += [f"{INDENT * 2}{argument}," for argument in arguments]
+        lines += [f"{INDENT})", f"{INDENT}return {returned}"]
+        return "\n".join(lines) + "\n"
+
+    def _permuted(self, lines: list[str], scope: NameScope, tensor: str, order: tuple[int, ...] | None) -> str:
+        """The wrapper variable holding `tensor` permuted by `order` (a view); `tensor` itself for None."""
+        if order is None:
+            return tensor
+        if order == (1, 0):
+            view = scope.fresh(f"{tensor}_t")
+            lines.append(f"{INDENT}{view} = {tensor}.t()")
+        else:
+            view = scope.fresh(f"{tensor}_permuted")
+            lines.append(f"{INDENT}{view} = {tensor}.permute({', '.join(str(dim) for dim in order)})")
+        return view
+
+
+def _offset_sum(terms: list[tuple[str, str]]) -> str:
+    """" + index * stride + ..." for (index, stride) pairs; an empty stride adds the index alone."""
+    return "".join(f" + {index} * {stride}" if stride else f" + {index}" for index, stride in terms)

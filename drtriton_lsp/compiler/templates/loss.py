@@ -1,0 +1,1069 @@
+"""The loss template: elementwise losses, cross entropy / NLL over classes, row-wise distances, and their reductions.
+
+A reduction to a scalar is deterministic: one program adds everything, or a second kernel adds per-program sums in order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from drtriton_lsp.compiler.elementwise import FUSIBLE_DTYPES, TRITON_DTYPES, bind_arguments, float_literal
+from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode
+from drtriton_lsp.compiler.partition import group_inputs
+from drtriton_lsp.compiler.templates.base import (
+    AnchorShape,
+    KernelPlan,
+    RenderContext,
+    Template,
+    choice,
+    power_of_two,
+)
+from drtriton_lsp.compiler.templates.pointwise import (
+    INDENT,
+    DomainReads,
+    domain_text,
+    elementwise_lines,
+    flat_index_lines,
+    stored,
+)
+
+REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+NEGATIVE_INFINITY = 'float("-inf")'
+NOT_A_NUMBER = 'float("nan")'
+# the size assumed for a symbolic dim that has no example value
+UNKNOWN_SIZE = 1024
+# partial sums the finishing kernel adds per step: there are few, and one program adds them all
+FINISH_BLOCK = 1024
+# H200 streaming multiprocessors: defaults keep at least two programs per SM busy where rows allow
+STREAMING_MULTIPROCESSORS = 132
+# elements one program keeps in registers at a time, by default
+TILE_ELEMENTS = 4096
+# at most this many input elements are read by one program by default; more go to per-program partial sums
+SINGLE_PROGRAM_LIMIT = 65536
+
+STRATEGY_DOC = (
+    "how a 'mean' or 'sum' reduction adds up (unused for reduction='none'): single: one program loops over "
+    "everything; partials: one program per block writes a partial sum, a second kernel adds them in order"
+)
+KERNEL_NAMES = (
+    "pid", "offsets", "rows", "mask", "positions", "start", "totals", "weight_totals", "total", "weight_total",
+    "element", "element_weight", "columns", "tile_mask", "reduced_size", "class_count", "running_max",
+    "running_total", "picked", "chunk_max", "new_max", "shift", "log_probability", "counted", "in_range",
+    "target_weight", "partials_ptr", "weight_partials_ptr", "partial_count", "logits", "norm1", "norm2",
+    "positive_distance", "negative_distance", "BLOCK", "COLUMNS",
+)
+
+
+@dataclass(frozen=True)
+class Loss:
+    """What one loss op computes, read from its arguments.
+
+    kind: the formula (a key of ELEMENT_FORMULAS, or "cross_entropy", "nll", "cosine_similarity",
+    "pairwise_distance", "triplet_margin"). family: "elementwise" (one loss per element of the
+    broadcast `domain`), "classes" (one per target element; the input's class dim is `reduced_dim`)
+    or "rows" (one per row of `domain` with `reduced_dim` folded). operands: (role, value) of every
+    tensor argument. reduction: 0 none, 1 mean, 2 sum. options: the op's scalar arguments.
+    """
+
+    kind: str
+    family: str
+    operands: tuple[tuple[str, str], ...]
+    reduction: int
+    domain: tuple[Dim, ...]
+    reduced_dim: int | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def primary(self) -> str:
+        return self.operands[0][1]
+
+    def operand(self, role: str) -> str | None:
+        return dict(self.operands).get(role)
+
+    def option(self, name: str) -> Any:
+        return dict(self.options)[name]
+
+    @property
+    def positions(self) -> tuple[Dim, ...]:
+        """The shape of the per-position losses (before any reduction)."""
+        if self.family == "elementwise":
+            return self.domain
+        return tuple(size for dim, size in enumerate(self.domain) if dim != self.reduced_dim)
+
+
+def broadcast_shape(shapes: list[tuple[Dim, ...]]) -> tuple[Dim, ...] | None:
+    """PyTorch's broadcast of `shapes`, or None where it cannot be known from the graph (two symbols)."""
+    rank = max(len(shape) for shape in shapes)
+    result: list[Dim] = []
+    for position in range(rank):
+        sizes = {shape[position - rank + len(shape)] for shape in shapes if position - rank + len(shape) >= 0}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            return None
+        result.append(next(iter(sizes)) if sizes else 1)
+    return tuple(result)
+
+
+def _tensor(bound: dict[str, Any], name: str) -> str | None:
+    value = bound.get(name)
+    return value["ref"] if isinstance(value, dict) and "ref" in value else None
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _same_float_dtype(node: OpNode, graph: OpGraph, values: list[str]) -> bool:
+    """The op returns one tensor and every operand has its float dtype (no type promotion involved)."""
+    if len(node.outputs) != 1 or node.spec.dtype not in FUSIBLE_DTYPES:
+        return False
+    return all(graph.spec_of(value) is not None and graph.spec_of(value).dtype == node.spec.dtype for value in values)
+
+
+def _elementwise_loss(kind: str, roles: tuple[str, ...], optional: tuple[str, ...] = (), options: tuple[str, ...] = ()):
+    """Reader for a loss computed element by element over the broadcast of its operands."""
+
+    def read(node: OpNode, graph: OpGraph, bound: dict[str, Any]) -> Loss | None:
+        operands = [(role, _tensor(bound, role)) for role in roles]
+        operands += [(role, _tensor(bound, role)) for role in optional if bound.get(role) is not None]
+        if any(value is None for _, value in operands) or not _same_float_dtype(node, graph, [v for _, v in operands]):
+            return None
+        scalars = tuple((name, bound[name]) for name in options)
+        if not all(_finite(value) or isinstance(value, bool) for _, value in scalars):
+            return None
+        domain = broadcast_shape([graph.spec_of(value).shape for _, value in operands])
+        reduction = bound["reduction"]
+        if domain is None or reduction not in REDUCTIONS:
+            return None
+        if node.spec.shape != (domain if reduction == 0 else ()):
+            return None
+        return Loss(kind, "elementwise", tuple(operands), reduction, domain, options=scalars)
+
+    return read
+
+
+def _smooth_l1(node: OpNode, graph: OpGraph, bound: dict[str, Any]) -> Loss | None:
+    loss = _elementwise_loss("smooth_l1", ("self", "target"), options=("beta",))(node, graph, bound)
+    # beta < 0 raises in PyTorch; beta == 0 is the L1 loss
+    if loss is None or loss.option("beta") < 0:
+        return None
+    return loss if loss.option("beta") > 0 else Loss("l1", "elementwise", loss.operands, loss.reduction, loss.domain)
+
+
+def _huber(node: OpNode, graph: OpGraph, bound: dict[str, Any]) -> Loss | None:
+    loss = _elementwise_loss("huber", ("self", "target"), options=("delta",))(node, graph, bound)
+    return loss if loss is not None and loss.option("delta") > 0 else None
+
+
+def _class_loss(kind: str):
+    """Reader for cross_entropy_loss / nll_loss: class-index targets, optional per-class weight."""
+
+    def read(node: OpNode, graph: OpGraph, bound: dict[str, Any]) -> Loss | None:
+        logits, target, weight = _tensor(bound, "self"), _tensor(bound, "target"), _tensor(bound, "weight")
+        if logits is None or target is None or (bound.get("weight") is not None and weight is None):
+            return None
+        if bound.get("label_smoothing", 0.0) != 0.0:
+            return None
+        if not _same_float_dtype(node, graph, [logits] + ([weight] if weight else [])):
+            return None
+        ignore_index, reduction = bound["ignore_index"], bound["reduction"]
+        if not isinstance(ignore_index, int) or isinstance(ignore_index, bool) or reduction not in REDUCTIONS:
+            return None
+        input_shape, target_spec = graph.spec_of(logits).shape, graph.spec_of(target)
+        class_dim = 1 if len(input_shape) >= 2 else 0
+        if len(input_shape) == 0 or target_spec.dtype != "int64":
+            return None
+        rows = tuple(size for dim, size in enumerate(input_shape) if dim != class_dim)
+        target_rows = tuple(target_spec.shape)
+        # export may give the target's sizes their own symbols; they must then match at run time
+        unknown = [a != b and not (isinstance(a, str) and isinstance(b, str)) for a, b in zip(rows, target_rows)]
+        if len(target_rows) != len(rows) or any(unknown) or node.spec.shape != (target_rows if reduction == 0 else ()):
+            return None
+        if weight is not None and graph.spec_of(weight).shape != (input_shape[class_dim],):
+            return None
+        operands = (("input", logits), ("target", target)) + ((("weight", weight),) if weight else ())
+        domain = target_rows[:class_dim] + (input_shape[class_dim],) + target_rows[class_dim:]
+        options = (("ignore_index", ignore_index), ("check_rows", rows != target_rows))
+        return Loss(kind, "classes", operands, reduction, domain, class_dim, options)
+
+    return read
+
+
+def _norm_order(p: Any) -> bool:
+    """Orders of at::norm computed here: any finite p > 0 (p = 0 and inf count and compare instead)."""
+    return _finite(p) and p > 0
+
+
+def _cosine_similarity(node: OpNode, graph: OpGraph, bound: dict[str, Any]) -> Loss | None:
+    first, second = _tensor(bound, "x1"), _tensor(bound, "x2")
+    if first is None or second is None or not _same_float_dtype(node, graph, [first, second]):
+        return None
+    domain = broadcast_shape([graph.spec_of(first).shape, graph.spec_of(second).shape])
+    dim, eps = bound["dim"], bound["eps"]
+    if domain is None or not domain or not _finite(eps):
+        return None
+    if not isinstance(dim, int) or not -len(domain) <= dim < len(domain):
+        return None
+    operands = (("x1", first), ("x2", second))
+    loss = Loss("cosine_similarity", "rows", operands, 0, domain, dim % len(domain), (("eps", eps),))
+    return loss if node.spec.shape == loss.positions else None
+
+
+def _pairwise_distance(node: OpNode, graph: OpGraph, bound: dict[str, Any]) -> Loss | None:
+    first, second = _tensor(bound, "x1"), _tensor(bound, "x2")
+    if first is None or second is None or not _same_float_dtype(node, graph, [first, second]):
+        return None
+    domain = broadcast_shape([graph.spec_of(first).shape, graph.spec_of(second).shape])
+    p, eps = bound["p"], bound["eps"]
+    if domain is None or not domain or bound["keepdim"] or not _norm_order(p) or not _finite(eps):
+        return None
+    options = (("p", float(p)), ("eps", eps))
+    loss = Loss("pairwise_distance", "rows", (("x1", first), ("x2", second)), 0, domain, len(domain) - 1, options)
+    return loss if node.spec.shape == loss.positions else None
+
+
+def _triplet_margin(node: OpNode, graph: OpGraph, bound: dict[str, Any]) -> Loss | None:
+    roles = ("anchor", "positive", "negative")
+    values = [_tensor(bound, role) for role in roles]
+    if None in values or not _same_float_dtype(node, graph, values):
+        return None
+    shapes = [graph.spec_of(value).shape for value in values]
+    domain = broadcast_shape(shapes)
+    margin, p, eps, swap, reduction = (bound[name] for name in ("margin", "p", "eps", "swap", "reduction"))
+    if domain is None or len({len(shape) for shape in shapes}) != 1 or len(domain) not in (1, 2):
+        return None
+    if not (_finite(margin) and _norm_order(p) and _finite(eps) and isinstance(swap, bool)) or reduction not in REDUCTIONS:
+        return None
+    options = (("margin", margin), ("p", float(p)), ("eps", eps), ("swap", swap))
+    loss = Loss("triplet_margin", "rows", tuple(zip(roles, values)), reduction, domain, len(domain) - 1, options)
+    return loss if node.spec.shape == (loss.positions if reduction == 0 else ()) else None
+
+
+LOSS_READERS: dict[str, Callable[[OpNode, OpGraph, dict[str, Any]], Loss | None]] = {
+    "aten.mse_loss.default": _elementwise_loss("mse", ("self", "target")),
+    "aten.l1_loss.default": _elementwise_loss("l1", ("self", "target")),
+    "aten.smooth_l1_loss.default": _smooth_l1,
+    "aten.huber_loss.default": _huber,
+    "aten.soft_margin_loss.default": _elementwise_loss("soft_margin", ("self", "target")),
+    "aten.binary_cross_entropy_with_logits.default": _elementwise_loss(
+        "binary_cross_entropy_with_logits", ("self", "target"), optional=("weight", "pos_weight")
+    ),
+    "aten.binary_cross_entropy.default": _elementwise_loss(
+        "binary_cross_entropy", ("self", "target"), optional=("weight",)
+    ),
+    "aten.kl_div.default": _elementwise_loss("kl_div", ("self", "target"), options=("log_target",)),
+    "aten.margin_ranking_loss.default": _elementwise_loss(
+        "margin_ranking", ("input1", "input2", "target"), options=("margin",)
+    ),
+    "aten.hinge_embedding_loss.default": _elementwise_loss("hinge_embedding", ("self", "target"), options=("margin",)),
+    "aten.cross_entropy_loss.default": _class_loss("cross_entropy"),
+    "aten.nll_loss_nd.default": _class_loss("nll"),
+    "aten.nll_loss.default": _class_loss("nll"),
+    "aten.nll_loss2d.default": _class_loss("nll"),
+    "aten.cosine_similarity.default": _cosine_similarity,
+    "aten.pairwise_distance.default": _pairwise_distance,
+    "aten.triplet_margin_loss.default": _triplet_margin,
+}
+
+
+def loss_of(node: OpNode, graph: OpGraph) -> Loss | None:
+    """The loss `node` computes, if this template computes it exactly as PyTorch does; else None."""
+    reader = LOSS_READERS.get(node.op)
+    return reader(node, graph, bind_arguments(node)) if reader is not None else None
+
+
+# --- per-element formulas ---------------------------------------------------------------------------
+
+
+def _log1p(u: str) -> str:
+    """log(1 + u), accurate for tiny u: log(1 + u) * u / ((1 + u) - 1) cancels the rounding of 1 + u.
+
+    Above 1 that correction is not needed (and would be inf / inf for an infinite u).
+    """
+    corrected = f"tl.log(1.0 + {u}) * {u} / ((1.0 + {u}) - 1.0)"
+    return f"tl.where(1.0 + {u} == 1.0, {u}, tl.where({u} > 1.0, tl.log(1.0 + {u}), {corrected}))"
+
+
+def _clamp_min_zero(value: str) -> str:
+    # value < 0 is false for NaN, so NaN passes through as clamp_min does
+    return f"tl.where({value} < 0.0, 0.0, {value})"
+
+
+# Each formula gets its operands (role -> float32 variable), the op, and `rounded`, which rounds an
+# expression to the op's dtype where PyTorch materializes an intermediate tensor (identity for float32).
+Rounding = Callable[[str], str]
+
+
+def _mse(x: dict[str, str], loss: Loss, rounded: Rounding) -> list[str]:
+    return [f"difference = {rounded(x['self'] + ' - ' + x['target'])}", "element = difference * difference"]
+
+
+def _l1(x: dict[str, str], loss: Loss, rounded: Rounding) -> list[str]:
+    return [f"element = tl.abs({rounded(x['self'] + ' - ' + x['target'])})"]
+
+
+def _smooth_l1_lines(x: dict[str, str], loss: Loss, rounded: Rounding) -> list[str]:
+    beta = loss.option("beta")
+    return [
+        f"difference = tl.abs({rounded(x['self'] + ' - ' + x['target'])})",
+        f"element = tl.where(difference < {float_literal(beta)}, 0.5 * difference * difference / {float_literal(beta)}, "
+        f"difference - {float_literal(0.5 * beta)})",
+    ]
+
+
+def _huber_lines(x: dict[str, str], loss: Loss, rounded: Rounding) -> list[str]:
+    delta = loss.option("delta")
+    return [
+        f"difference = tl.abs({rounded(x['self'] + ' - ' + x['target'])})",
+        f"element = tl.where(difference < {float_literal(delta)}, 0.5 * difference * difference, "
+        f"{float_literal(delta)} * (difference - {float_literal(0.5 * delta)}))",
+    ]
+
+
+def _soft_margin(x: dict[str, str], loss: Loss, rounded: Rounding) -> list[str]:
+    product = rounded(f"-{x['self']} * {x['target']}")
+    return [f"exponential = {rounded(f'tl.exp({product})')}", f"element = {_log1p('exponential')}"]
+
+
+def _bce_with_logits(x: dict[str, str], loss: Loss, rounded: Rounding) -> list[str]:
+    logits, target = x["self"], x["target"]
+    lines = [
+        "# log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), never overflowing",
+        f"exponential = tl.exp(-tl.abs({logits}))",
+        f"log_sigmoid = {rounded(f'tl.minimum({logits}, 0.0) - ' + _log1p('exponential'))}",
+    ]
+    if "pos_weight" in x:
+        log_weight = rounded(f"{rounded(rounded(x['pos_weight'] + ' - 1.0') + ' * ' + target)} + 1.0")
+        lines.append(f"log_sigmoid = {rounded('log_sigmoid * ' + log_weight)}")
+    lines.append(f"element = {rounded(rounded('1.0 - ' + target) + ' * ' + logits)} - log_sigmoid")
+    if "weight" in x:
+        lines.append(f"element = {rounded('element')} * {x['weight']}")
+    return lines
+
+
+def _binary_cross_entropy(x: dict[str, str], loss: Loss, rounded: Rounding) -> list[str]:
+    probability, target = x["self"], x["target"]
+    lines = [
+        "# each log is clamped at -100, as PyTorch does, so 0 and 1 give finite losses",
+        f"log_probability = tl.maximum(tl.log({probability}), -100.0)",
+        f"log_complement = tl.maximum({_log1p(f'-{probability}')}, -100.0)",
+        f"element = ({target} - 1.0) * log_complement - {target} * log_probability",
+        "# PyTorch raises for a probability outside [0, 1]; NaN makes such an input visible",
+        f"element = tl.where(({probability} >= 0.0) & ({probability} <= 1.0), element, {NOT_A_NUMBER})",
+    ]
+    if "weight" in x:
+        lines.append(f"element = {rounded('element')} * {x['weight']}")
+    return lines
+
+
+def _kl_div(x: dict[str, str], loss: Loss, rounded: Rounding) -> list[str]:
+    log_input, target = x["self"], x["target"]
+    if loss.option("log_target"):
+        return [f"element = {rounded(f'tl.exp({target})')} * {rounded(f'{target} - {log_input}')}"]
+    return [
+        "# xlogy(t, t): 0 where t == 0, NaN where t is NaN, else t * log(t)",
+        f"entropy = {rounded(f'tl.where({target} == 0.0, 0.0, {target} * tl.log({target}))')}",
+        f"element = entropy - {rounded(f'{target} * {log_input}')}",
+    ]
+
+
+def _margin_ranking(x: dict[str, str], loss: Loss, rounded: Rounding) -> list[str]:
+    margin = float_literal(loss.option("margin"))
+    scaled = rounded(f"-{x['target']} * {rounded(x['input1'] + ' - ' + x['input2'])}")
+    return [f"element = {scaled} + {margin}", f"element = {_clamp_min_zero('element')}"]
+
+
+def _hinge_embedding(x: dict[str, str], loss: Loss, rounded: Rounding) -> list[str]:
+    value, target = x["self"], x["target"]
+    margin = float_literal(loss.option("margin"))
+    return [
+        "# PyTorch adds where(target != 1, clamp_min(margin - x, 0), 0) and where(target != -1, x, 0)",
+        f"margin_part = {_clamp_min_zero(rounded(f'{margin} - {value}'))}",
+        f"element = tl.where({target} != 1.0, margin_part, 0.0) + tl.where({target} != -1.0, {value}, 0.0)",
+    ]
+
+
+ELEMENT_FORMULAS: dict[str, Callable[[dict[str, str], Loss, Rounding], list[str]]] = {
+    "mse": _mse,
+    "l1": _l1,
+    "smooth_l1": _smooth_l1_lines,
+    "huber": _huber_lines,
+    "soft_margin": _soft_margin,
+    "binary_cross_entropy_with_logits": _bce_with_logits,
+    "binary_cross_entropy": _binary_cross_entropy,
+    "kl_div": _kl_div,
+    "margin_ranking": _margin_ranking,
+    "hinge_embedding": _hinge_embedding,
+}
+ELEMENT_NAMES = ("difference", "exponential", "log_sigmoid", "log_complement", "entropy", "margin_part")
+
+
+BFLOAT16_ROUNDING = '''@triton.jit
+def {name}(x):
+    """x rounded to the nearest bfloat16 (ties to even), as float32.
+
+    The same as x.to(tl.bfloat16).to(tl.float32) on a GPU, written with integer ops because Triton's CPU
+    interpreter truncates float32 -> bfloat16 casts instead of rounding them.
+    """
+    bits = x.to(tl.uint32, bitcast=True)
+    # add just under half a bfloat16 ulp, and one more when the kept part is odd: ties go to even
+    bits = bits + 0x7FFF + ((bits >> 16) & 1)
+    return ((bits >> 16) << 16).to(tl.float32, bitcast=True)
+'''
+
+
+def _example_size(sizes, graph: OpGraph) -> int:
+    total = 1
+    for size in sizes:
+        total *= size if isinstance(size, int) else graph.symbol_hints.get(size, UNKNOWN_SIZE)
+    return total
+
+
+def _next_power_of_two(value: int) -> int:
+    return 1 << max(value - 1, 0).bit_length()
+
+
+class LossTemplate(Template):
+    """Loss functions: a loss per element (or per row), then PyTorch's reduction, in one or two launches."""
+
+    name = "loss"
+    summary = (
+        "mse, l1, smooth_l1, huber, soft_margin, binary_cross_entropy(_with_logits), kl_div, margin_ranking, "
+        "hinge_embedding, cross_entropy, nll_loss, cosine_similarity, pairwise_distance, triplet_margin_loss"
+    )
+    parameters = (
+        choice("reduction", ("single", "partials"), STRATEGY_DOC),
+        power_of_two("block", 1, 8192, "elements (elementwise losses) or rows (losses over classes or rows) per program"),
+        power_of_two("columns", 1, 8192, "classes or row elements per loop step (unused by elementwise losses)"),
+        power_of_two("warps", 1, 16, "warps per program"),
+    )
+
+    def anchor(self, node: OpNode, graph: OpGraph) -> AnchorShape | None:
+        loss = loss_of(node, graph)
+        if loss is None:
+            return None
+        return AnchorShape(loss.primary, graph.spec_of(loss.primary).shape, node.spec.shape)
+
+    def default_parameters(self, plan: KernelPlan, graph: OpGraph) -> dict[str, Any]:
+        node = next(node for node in graph.nodes if node.name == plan.anchor)
+        loss = loss_of(node, graph)
+        positions = _example_size(loss.positions, graph)
+        folded = 1 if loss.family == "elementwise" or loss.kind == "nll" else loss.domain[loss.reduced_dim]
+        # elements read: one program adds them all while that stays small, else each block writes a partial sum
+        work = positions * _example_size([folded], graph)
+        strategy = "single" if work <= SINGLE_PROGRAM_LIMIT else "partials"
+        if loss.family == "elementwise":
+            return {"reduction": strategy, "block": 1024, "columns": 1, "warps": 4}
+        if loss.kind == "nll":
+            # one gathered element per row: rows are the whole tile
+            return {"reduction": strategy, "block": 256, "columns": 1, "warps": 4}
+        width = min(1024, _next_power_of_two(_example_size([folded], graph)))
+        rows = max(1, TILE_ELEMENTS // width)
+        # fewer rows per program where there are too few rows to keep every SM busy
+        while rows > 1 and -(-positions // rows) < 2 * STREAMING_MULTIPROCESSORS:
+            rows //= 2
+        return {"reduction": strategy, "block": rows, "columns": width, "warps": min(8, max(1, rows * width // 512))}
+
+    def render(self, plan: KernelPlan, context: RenderContext) -> str:
+        return _LossSource(plan, context).render()
+
+
+class _LossSource:
+    """Source of one loss kernel (two with partial sums) and its launch wrapper."""
+
+    def __init__(self, plan: KernelPlan, context: RenderContext):
+        self.plan = plan
+        self.graph = context.graph
+        self.context = context
+        self.nodes = {node.name: node for node in self.graph.nodes}
+        self.loss = loss_of(self.nodes[plan.anchor], self.graph)
+        self.dtype = self.nodes[plan.anchor].spec.dtype
+        self.reduces = self.loss.reduction != 0
+        self.partials = self.reduces and plan.params["reduction"] == "partials"
+        self.scope = context.scope()
+        # the module-level helper rounding to bfloat16, named once a kernel needs it
+        self.bfloat16_rounding: str | None = None
+        for fixed in KERNEL_NAMES + ELEMENT_NAMES:
+            self.scope.fresh(fixed)
+        self.inside_values = group_inputs(self.nodes, plan.prologue + (plan.anchor,))
+        self.epilogue_values = [value for value in group_inputs(self.nodes, plan.epilogue) if value != plan.anchor]
+        for value in self.epilogue_values:
+            if value in plan.prologue:
+                from drtriton_lsp.compiler.script import ScheduleError  # script imports the templates
+
+                raise ScheduleError(
+                    f"kernel loss: epilogue reads {value}, which the prologue computes per element",
+                    "compute that value in its own kernel",
+                )
+        loss = self.loss
+        # values read element by element in the loss's domain (the target of a class loss is read per row)
+        per_row = [value for role, value in loss.operands if role in ("target", "weight") and loss.family == "classes"]
+        self.domain_values = [value for value in self.inside_values if value not in per_row]
+        self.result = self.scope.fresh(plan.anchor)
+        self.variables: dict[str, str] = {}
+        self.reads = DomainReads(
+            self.graph, loss.domain, self.domain_values, self.scope, self.variables,
+            flat_fast_path=loss.family == "elementwise",
+        )
+        self.output_domain = () if self.reduces else loss.positions
+        self.epilogue_variables: dict[str, str] = {plan.anchor: self.result}
+        self.epilogue_reads = DomainReads(
+            self.graph, self.output_domain, self.epilogue_values, self.scope, self.epilogue_variables,
+            flat_fast_path=True,
+        )
+        self.position_variable = "offsets" if loss.family == "elementwise" else "rows"
+        self.target = self.scope.fresh("target") if loss.family == "classes" else None
+        self.target_pointer = self.scope.fresh("target_ptr") if self.target else None
+        class_weight = loss.family == "classes" and loss.operand("weight") is not None
+        self.weight_pointer = self.scope.fresh("weight_ptr") if class_weight else None
+        self.weight_stride = self.scope.fresh("weight_stride") if self.weight_pointer else None
+        self.target_strides: dict[int, str] = {}
+        if self.target:
+            target_shape = self.graph.spec_of(loss.operand("target")).shape
+            self.target_strides = {
+                dim: self.scope.fresh(f"target_stride{dim}") for dim, size in enumerate(target_shape) if size != 1
+            }
+        positions = loss.positions
+        # position dim -> the loss domain's dim it stands for (classes and rows skip the folded dim)
+        self.domain_dim_of = {
+            dim: dim if loss.family == "elementwise" or dim < loss.reduced_dim else dim + 1 for dim in range(len(positions))
+        }
+        needed = {dim for dim, domain_dim in self.domain_dim_of.items() if domain_dim in self.reads.indexed_dims}
+        needed |= set(self.target_strides)
+        if not self.reduces:
+            needed |= set(self.epilogue_reads.indexed_dims)
+        self.index_lines, self.index, self.size_names = flat_index_lines(
+            positions, sorted(needed), self.position_variable, self.scope
+        )
+
+    # --- per-position losses --------------------------------------------------------------------
+
+    def _loss_lines(self) -> list[str]:
+        """Statements giving `element` (and `element_weight` for class losses) at this block's positions."""
+        lines = []
+        if self.index_lines:
+            lines.append("# split each position into the indices of its dims")
+            lines += self.index_lines
+        family = self.loss.family
+        if family == "elementwise":
+            lines += self._elementwise_lines()
+        elif self.loss.kind == "nll":
+            lines += self._nll_lines()
+        elif family == "classes":
+            lines += self._cross_entropy_lines()
+        else:
+            lines += self._row_lines()
+        if self.dtype != "float32":
+            lines += [
+                f"# PyTorch holds the per-position losses as a {self.dtype} tensor before reducing",
+                f"element = {self._rounded('element')}",
+            ]
+        return lines
+
+    def _loaded(self, index_of_dim: dict[int, str], mask: str, flat_offsets: str | None = None) -> list[str]:
+        """Loads of the domain values at the given indices, the prologue, and the primary input rounded."""
+        lines = self.reads.load_lines(index_of_dim, mask, flat_offsets=flat_offsets)
+        lines += elementwise_lines(self.graph, self.plan.prologue, self.variables, self.scope, self.context.helpers)
+        primary = self.loss.primary
+        dtype = self.graph.spec_of(primary).dtype
+        if self.plan.prologue and dtype != "float32":
+            variable = self.variables[primary]
+            lines += [
+                f"# the prologue's result is a {dtype} tensor in PyTorch: round it before the loss reads it",
+                f"{variable} = {self._rounded(variable, dtype)}",
+            ]
+        return lines
+
+    def _rounded(self, expression: str, dtype: str | None = None) -> str:
+        """`expression` rounded to `dtype` (the op's by default), where PyTorch holds it as a tensor of that dtype."""
+        dtype = dtype or self.dtype
+        if dtype == "float32":
+            return f"({expression})" if " " in expression else expression
+        if dtype == "bfloat16":
+            if self.bfloat16_rounding is None:
+                self.bfloat16_rounding = self.context.scope().fresh(f"{self.plan.wrapper}_round_to_bfloat16")
+            return f"{self.bfloat16_rounding}({expression})"
+        return f"({expression}).to({TRITON_DTYPES[dtype]}).to(tl.float32)"
+
+    def _operands(self) -> dict[str, str]:
+        return {role: self.variables[value] for role, value in self.loss.operands if value in self.variables}
+
+    def _elementwise_lines(self) -> list[str]:
+        index_of_dim = {dim: self.index[dim] for dim in self.reads.indexed_dims}
+        lines = self._loaded(index_of_dim, "mask", flat_offsets="offsets")
+        return lines + ELEMENT_FORMULAS[self.loss.kind](self._operands(), self.loss, self._rounded)
+
+    def _target_lines(self) -> list[str]:
+        """The class index of each row, the rows that count (not ignore_index) and valid indices."""
+        if self.target_strides:
+            offset = " + ".join(f"{self.index[dim]} * {stride}" for dim, stride in self.target_strides.items())
+            lines = [f"{self.target} = tl.load({self.target_pointer} + {offset}, mask=mask)"]
+        else:
+            lines = [
+                "# the target holds one class index, the same for every row",
+                f"{self.target} = tl.load({self.target_pointer}) + tl.zeros([BLOCK], tl.int64)",
+            ]
+        ignore_index = self.loss.option("ignore_index")
+        lines += [
+            f"# rows whose target is ignore_index ({ignore_index}) add nothing to the loss or the weight",
+            f"counted = mask & ({self.target} != {ignore_index})",
+            "# PyTorch raises for any other class index out of range; NaN makes such a target visible",
+            f"in_range = ({self.target} >= 0) & ({self.target} < class_count)",
+        ]
+        if self.weight_pointer:
+            lines.append(
+                f"target_weight = tl.load({self.weight_pointer} + {self.target} * {self.weight_stride}, "
+                "mask=counted & in_range).to(tl.float32)"
+            )
+        return lines
+
+    def _class_loss_lines(self, log_probability: str) -> list[str]:
+        weighted = f"-{log_probability} * target_weight" if self.weight_pointer else f"-{log_probability}"
+        return [
+            f"element = tl.where(counted, tl.where(in_range, {weighted}, {NOT_A_NUMBER}), 0.0)",
+            f"element_weight = tl.where(counted, {'target_weight' if self.weight_pointer else '1.0'}, 0.0)",
+        ]
+
+    def _row_indices(self, column_index: str | None, tile: bool) -> dict[int, str]:
+        """Index expression per loss-domain dim: the row's index, and `column_index` along the folded dim."""
+        index_of_dim = {}
+        for dim, domain_dim in self.domain_dim_of.items():
+            if dim in self.index:
+                index_of_dim[domain_dim] = f"{self.index[dim]}[:, None]" if tile else self.index[dim]
+        if column_index is not None:
+            index_of_dim[self.loss.reduced_dim] = column_index
+        return index_of_dim
+
+    def _nll_lines(self) -> list[str]:
+        lines = self._target_lines()
+        lines.append("# each row reads its target's entry only")
+        lines += self._loaded(self._row_indices(self.target, tile=False), "counted & in_range")
+        return lines + self._class_loss_lines(self.variables[self.loss.primary])
+
+    def _cross_entropy_lines(self) -> list[str]:
+        lines = self._target_lines()
+        chunk = ["columns = start + tl.arange(0, COLUMNS)", "tile_mask = mask[:, None] & (columns < class_count)[None, :]"]
+        chunk += self._loaded(self._row_indices("columns[None, :]", tile=True), "tile_mask")
+        value = self.variables[self.loss.primary]
+        chunk += [
+            f"logits = tl.where(tile_mask, {value}, {NEGATIVE_INFINITY})",
+            "chunk_max = tl.max(logits, axis=1)",
+            "new_max = tl.maximum(running_max, chunk_max)",
+            "# exp relative to the running maximum (0 while it is -inf, so a row of -inf sums nothing)",
+            f"shift = tl.where(new_max == {NEGATIVE_INFINITY}, 0.0, new_max)",
+            "running_total = running_total * tl.exp(running_max - shift) + tl.sum(tl.exp(logits - shift[:, None]), axis=1)",
+            "running_max = new_max",
+            f"picked += tl.sum(tl.where(tile_mask & (columns[None, :] == {self.target}[:, None]), {value}, 0.0), axis=1)",
+        ]
+        lines += [
+            "# online logsumexp over the classes, COLUMNS at a time, picking each row's target logit on the way",
+            f"running_max = tl.full([BLOCK], {NEGATIVE_INFINITY}, tl.float32)",
+            "running_total = tl.zeros([BLOCK], tl.float32)",
+            "picked = tl.zeros([BLOCK], tl.float32)",
+            "for start in range(0, class_count, COLUMNS):",
+        ]
+        lines += [INDENT + line for line in chunk]
+        lines += [
+            "# log_softmax at the target, in PyTorch's order: x[t] - max - log(sum(exp(x - max)))",
+            f"shift = tl.where(running_max == {NEGATIVE_INFINITY}, 0.0, running_max)",
+            "log_probability = picked - shift - tl.log(running_total)",
+        ]
+        if self.dtype != "float32":
+            lines.append(f"log_probability = {self._rounded('log_probability')}")
+        return lines + self._class_loss_lines("log_probability")
+
+    def _row_lines(self) -> list[str]:
+        loss = self.loss
+        operands = dict(loss.operands)
+        if loss.kind == "cosine_similarity":
+            sums = {"products": ("x1", "x2"), "squares1": ("x1", "x1"), "squares2": ("x2", "x2")}
+        elif loss.kind == "pairwise_distance":
+            sums = {"distance": ("x1", "x2")}
+        else:
+            sums = {"positive_distance": ("anchor", "positive"), "negative_distance": ("anchor", "negative")}
+            if loss.option("swap"):
+                sums["swap_distance"] = ("positive", "negative")
+        accumulators = {name: self.scope.fresh(f"{name}_lanes") for name in sums}
+        differences = {name: self.scope.fresh(f"{name}_difference") for name in sums}
+        lines = [f"{accumulator} = tl.zeros([BLOCK, COLUMNS], tl.float32)" for accumulator in accumulators.values()]
+        chunk = ["columns = start + tl.arange(0, COLUMNS)", "tile_mask = mask[:, None] & (columns < reduced_size)[None, :]"]
+        chunk += self._loaded(self._row_indices("columns[None, :]", tile=True), "tile_mask")
+        variables = {role: self.variables[value] for role, value in operands.items()}
+        if loss.kind == "cosine_similarity":
+            chunk.append("# masked-off lanes add nothing")
+            for name, (left, right) in sums.items():
+                chunk.append(f"{accumulators[name]} += tl.where(tile_mask, {variables[left]} * {variables[right]}, 0.0)")
+        else:
+            eps = float_literal(loss.option("eps"))
+            chunk.append(f"# pairwise_distance: the p-norm of x1 - x2 + eps ({eps}); masked-off lanes add nothing")
+            for name, (left, right) in sums.items():
+                difference = differences[name]
+                shifted = self._rounded(f"{variables[left]} - {variables[right]}") + f" + {eps}"
+                chunk.append(f"{difference} = {self._rounded(shifted)}")
+                chunk.append(f"{accumulators[name]} += tl.where(tile_mask, {self._norm_element(difference)}, 0.0)")
+        lines.append("for start in range(0, reduced_size, COLUMNS):")
+        lines += [INDENT + line for line in chunk]
+        totals = {name: f"tl.sum({accumulator}, axis=1)" for name, accumulator in accumulators.items()}
+        if loss.kind == "cosine_similarity":
+            eps = float_literal(loss.option("eps"))
+            return lines + [
+                "# PyTorch's sum((x1 / max(|x1|, eps)) * (x2 / max(|x2|, eps))) in one pass: the dot product over",
+                "# the product of the norms, each norm clamped at eps on its own",
+                f"norm1 = tl.sqrt_rn({totals['squares1']})",
+                f"norm2 = tl.sqrt_rn({totals['squares2']})",
+                f"norm1 = tl.where(norm1 < {eps}, {eps}, norm1)",
+                f"norm2 = tl.where(norm2 < {eps}, {eps}, norm2)",
+                f"element = tl.div_rn({totals['products']}, norm1 * norm2)",
+            ]
+        if loss.kind == "pairwise_distance":
+            return lines + [f"element = {self._norm_finish(totals['distance'])}"]
+        lines += [
+            f"positive_distance = {self._norm_finish(totals['positive_distance'])}",
+            f"negative_distance = {self._norm_finish(totals['negative_distance'])}",
+        ]
+        if self.dtype != "float32":
+            lines += [
+                f"positive_distance = {self._rounded('positive_distance')}",
+                f"negative_distance = {self._rounded('negative_distance')}",
+            ]
+        if loss.option("swap"):
+            lines += [
+                "# the distance swap: the closer of anchor-negative and positive-negative (NaN propagates)",
+                f"negative_distance = tl.minimum(negative_distance, {self._norm_finish(totals['swap_distance'])}, "
+                "propagate_nan=tl.PropagateNan.ALL)",
+            ]
+        margin = float_literal(loss.option("margin"))
+        return lines + [
+            f"element = {self._rounded(f'{margin} + positive_distance')} - negative_distance",
+            f"element = {_clamp_min_zero('element')}",
+        ]
+
+    def _norm_element(self, difference: str) -> str:
+        p = self.loss.option("p")
+        if p == 2.0:
+            return f"{difference} * {difference}"
+        if p == 1.0:
+            return f"tl.abs({difference})"
+        # |d| ** p through exp2/log2: log2(0) = -inf gives 0, as pow does for p > 0
+        return f"tl.exp2({p!r} * tl.log2(tl.abs({difference})))"
+
+    def _norm_finish(self, total: str) -> str:
+        p = self.loss.option("p")
+        if p == 2.0:
+            return f"tl.sqrt_rn({total})"
+        if p == 1.0:
+            return total
+        return f"tl.exp2(tl.log2({total}) * {1.0 / p!r})"
+
+    # --- kernels ------------------------------------------------------------------------------
+
+    def render(self) -> str:
+        self._name_wrapper_values()
+        if not self.reduces:
+            kernel = self._map_kernel()
+        elif self.partials:
+            kernel = self._partials_kernel() + "\n\n" + self._finish_kernel()
+        else:
+            kernel = self._single_kernel()
+        if self.bfloat16_rounding:
+            kernel = BFLOAT16_ROUNDING.format(name=self.bfloat16_rounding) + "\n\n" + kernel
+        return kernel + "\n\n" + self._wrapper()
+
+    def _name_wrapper_values(self) -> None:
+        """The launch wrapper's variable names, taken before the kernels so both sides of each argument are known."""
+        plan, loss = self.plan, self.loss
+        scope = self.wrapper_scope = self.context.scope()
+        self.tensors = {value: scope.fresh(value) for value in plan.inputs}
+        self.outputs = {value: scope.fresh(value) for value in plan.outputs}
+        self.domain_shape = scope.fresh("domain_shape")
+        self.position_shape = self.domain_shape if loss.family == "elementwise" else scope.fresh("position_shape")
+        self.position_count, self.block = scope.fresh("positions"), scope.fresh("BLOCK")
+        self.stride_lines, stride_arguments, self.flag_arguments = self.reads.wrapper_arguments(
+            self.tensors, self.domain_shape, scope
+        )
+        self.output_shape = "()" if self.reduces else self.position_shape
+        epilogue_stride_lines, epilogue_stride_arguments, self.epilogue_flag_arguments = (
+            self.epilogue_reads.wrapper_arguments(self.tensors, self.output_shape, scope)
+        )
+        self.stride_lines += epilogue_stride_lines
+        self.read_pairs = [(read.pointer, self.tensors[read.value]) for read in self.reads.reads]
+        if self.target:
+            self.read_pairs.append((self.target_pointer, self.tensors[loss.operand("target")]))
+        if self.weight_pointer:
+            self.read_pairs.append((self.weight_pointer, self.tensors[loss.operand("weight")]))
+        self.epilogue_pairs = [(read.pointer, self.tensors[read.value]) for read in self.epilogue_reads.reads]
+        pointers = self._output_pointers()
+        self.output_pairs = [(pointers[value], self.outputs[value]) for value in plan.outputs]
+        self.size_pairs = [("positions", self.position_count)]
+        if loss.family == "classes":
+            self.size_pairs.append(("class_count", f"{self.domain_shape}[{loss.reduced_dim}]"))
+        elif loss.family == "rows":
+            self.size_pairs.append(("reduced_size", f"{self.domain_shape}[{loss.reduced_dim}]"))
+        self.size_pairs += [(name, f"{self.position_shape}[{dim}]") for dim, name in self.size_names.items()]
+        self.stride_pairs = list(zip(self.reads.stride_parameters(), stride_arguments))
+        if self.target:
+            target = self.tensors[loss.operand("target")]
+            self.stride_pairs += [(name, f"{target}.stride({dim})") for dim, name in self.target_strides.items()]
+        if self.weight_stride:
+            self.stride_pairs.append((self.weight_stride, f"{self.tensors[loss.operand('weight')]}.stride(0)"))
+        if not self.reduces:
+            self.stride_pairs += list(zip(self.epilogue_reads.stride_parameters(), epilogue_stride_arguments))
+        self.partial_pairs: list[tuple[str, str]] = []
+        if self.partials:
+            self.finish_kernel = self.context.scope().fresh(f"{plan.wrapper}_finish_kernel")
+            self.partial_count = scope.fresh("partial_count")
+            self.partial_pairs = [("partials_ptr", scope.fresh("partials"))]
+            if self._weighted_mean():
+                self.partial_pairs.append(("weight_partials_ptr", scope.fresh("weight_partials")))
+
+    def _position_block(self, first_position: str) -> list[str]:
+        variable = self.position_variable
+        return [
+            "# int64 positions: offsets into large inputs may exceed 2**31",
+            f"{variable} = {first_position} + tl.arange(0, BLOCK).to(tl.int64)",
+            "# mask guards the last block",
+            f"mask = {variable} < positions",
+        ]
+
+    def _main_pairs(self, buffers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """(parameter, argument) of the per-position kernel, `buffers` being what it writes."""
+        return self.read_pairs + buffers + self.size_pairs + self.stride_pairs
+
+    def _map_kernel(self) -> str:
+        """reduction='none': one loss per position, stored with the epilogue applied."""
+        body = ["pid = tl.program_id(0)"] + self._position_block("pid.to(tl.int64) * BLOCK") + self._loss_lines()
+        body.append(f"{self.result} = element")
+        body += self._epilogue(vector=True)
+        pairs = self._main_pairs(self.epilogue_pairs + self.output_pairs)
+        description = self._description("one loss per position")
+        return self._kernel_source(self.plan.kernel, pairs, self._main_flags(), description, body)
+
+    def _single_kernel(self) -> str:
+        body = self._accumulator_lines()
+        body.append("for start in range(0, positions, BLOCK):")
+        loop = self._position_block("start") + self._loss_lines() + self._accumulate()
+        body += [INDENT + line for line in loop]
+        body += ["total = tl.sum(totals, axis=0)"]
+        if self._weighted_mean():
+            body.append("weight_total = tl.sum(weight_totals, axis=0)")
+        body += self._finish()
+        pairs = self._main_pairs(self.epilogue_pairs + self.output_pairs)
+        how = "one program walks every position in BLOCK-sized steps, adding per-lane float32 sums"
+        return self._kernel_source(self.plan.kernel, pairs, self._main_flags(), self._description(how), body)
+
+    def _partials_kernel(self) -> str:
+        body = ["pid = tl.program_id(0)"] + self._position_block("pid.to(tl.int64) * BLOCK") + self._loss_lines()
+        body.append("# this program's share of the sum; the finishing kernel adds the shares in program order")
+        body.append("tl.store(partials_ptr + pid, tl.sum(tl.where(mask, element, 0.0), axis=0))")
+        if self._weighted_mean():
+            body.append("tl.store(weight_partials_ptr + pid, tl.sum(element_weight, axis=0))")
+        how = "each program adds the losses of BLOCK positions into one float32 partial sum"
+        return self._kernel_source(
+            self.plan.kernel, self._main_pairs(self.partial_pairs), self._main_flags(), self._description(how), body
+        )
+
+    def _finish_kernel(self) -> str:
+        weighted = self._weighted_mean()
+        body = ["totals = tl.zeros([BLOCK], tl.float32)"]
+        if weighted:
+            body.append("weight_totals = tl.zeros([BLOCK], tl.float32)")
+        body += [
+            "for start in range(0, partial_count, BLOCK):",
+            f"{INDENT}offsets = start + tl.arange(0, BLOCK)",
+            f"{INDENT}totals += tl.load(partials_ptr + offsets, mask=offsets < partial_count, other=0.0)",
+        ]
+        if weighted:
+            body.append(
+                f"{INDENT}weight_totals += tl.load(weight_partials_ptr + offsets, mask=offsets < partial_count, other=0.0)"
+            )
+        body.append("total = tl.sum(totals, axis=0)")
+        if weighted:
+            body.append("weight_total = tl.sum(weight_totals, axis=0)")
+        body += self._finish()
+        pairs = (
+            self.partial_pairs
+            + self.epilogue_pairs
+            + self.output_pairs
+            + self._finish_pairs()
+        )
+        epilogue = " and the epilogue" if self.plan.epilogue else ""
+        docstring = [
+            f"Finishes {self.plan.kernel} in one program: adds its partial sums in a fixed order (deterministic),",
+            f"then applies the {REDUCTIONS[self.loss.reduction]} reduction{epilogue}.",
+        ]
+        return self._kernel_source(self.finish_kernel, pairs, [], docstring, body, columns=False)
+
+    def _finish_pairs(self) -> list[tuple[str, str]]:
+        """The finishing kernel's sizes: the partial count, and the position count a plain mean divides by."""
+        plain_mean = self.loss.reduction == 1 and not self._weighted_mean()
+        return [("partial_count", self.partial_count)] + ([("positions", self.position_count)] if plain_mean else [])
+
+    def _main_flags(self) -> list[str]:
+        return self.reads.flag_parameters() + (self.epilogue_reads.flag_parameters() if not self.reduces else [])
+
+    def _weighted_mean(self) -> bool:
+        """Class losses average over the counted rows' weights, not over the positions."""
+        return self.loss.family == "classes" and self.loss.reduction == 1
+
+    def _accumulator_lines(self) -> list[str]:
+        lines = ["totals = tl.zeros([BLOCK], tl.float32)"]
+        if self._weighted_mean():
+            lines.append("weight_totals = tl.zeros([BLOCK], tl.float32)")
+        return lines
+
+    def _accumulate(self) -> list[str]:
+        lines = ["totals += tl.where(mask, element, 0.0)"]
+        if self._weighted_mean():
+            lines.append("weight_totals += element_weight")
+        return lines
+
+    def _finish(self) -> list[str]:
+        if self.loss.reduction == 2:
+            lines = [f"{self.result} = total"]
+        elif self._weighted_mean():
+            lines = ["# the mean over counted rows, weighted by their class weights (NaN if every row is ignored)"]
+            lines.append(f"{self.result} = tl.div_rn(total, weight_total)")
+        else:
+            lines = [f"{self.result} = tl.div_rn(total, positions * 1.0)"]
+        return lines + self._epilogue(vector=False)
+
+    def _epilogue(self, vector: bool) -> list[str]:
+        plan = self.plan
+        lines: list[str] = []
+        if plan.epilogue:
+            if self.dtype != "float32":
+                lines += [
+                    f"# the epilogue reads the {self.dtype} tensor PyTorch would store",
+                    f"{self.result} = {self._rounded(self.result)}",
+                ]
+            if vector:
+                index_of_dim = {dim: self.index[dim] for dim in self.epilogue_reads.indexed_dims}
+                lines += self.epilogue_reads.load_lines(index_of_dim, "mask", flat_offsets=self.position_variable)
+            else:
+                lines += self.epilogue_reads.load_lines({}, None)
+            lines += elementwise_lines(self.graph, plan.epilogue, self.epilogue_variables, self.scope, self.context.helpers)
+        pointers = self._output_pointers()
+        if vector:
+            lines.append("# the outputs are new contiguous tensors: a position's offset is its flat index")
+        for value in plan.outputs:
+            dtype = self.dtype if value == plan.anchor else self.graph.spec_of(value).dtype
+            variable = stored(self.epilogue_variables[value], dtype)
+            if vector:
+                lines.append(f"tl.store({pointers[value]} + {self.position_variable}, {variable}, mask=mask)")
+            else:
+                lines.append(f"tl.store({pointers[value]}, {variable})")
+        return lines
+
+    def _output_pointers(self) -> dict[str, str]:
+        if not hasattr(self, "_pointers"):
+            self._pointers = {
+                value: self.scope.fresh(f"{value}_ptr") for value in self.plan.outputs
+            }
+        return self._pointers
+
+    def _uses_columns(self) -> bool:
+        return self.loss.family == "rows" or self.loss.kind == "cross_entropy"
+
+    def _description(self, how: str) -> list[str]:
+        loss = self.loss
+        if loss.family == "elementwise":
+            what = f"one {loss.kind} loss per element of the {domain_text(loss.domain)} broadcast domain"
+        elif loss.family == "classes":
+            picked = "its target class's entry" if loss.kind == "nll" else "a logsumexp over the classes"
+            what = f"one loss per target element from {picked} (dim {loss.reduced_dim} of {domain_text(loss.domain)})"
+        else:
+            what = f"one {loss.kind} per row of {domain_text(loss.domain)}, dim {loss.reduced_dim} folded COLUMNS at a time"
+        return [f"Computes {what};", f"reduction {REDUCTIONS[loss.reduction]}: {how}."]
+
+    def _kernel_source(
+        self, name: str, pairs: list[tuple[str, str]], flags: list[str], docstring: list[str], body: list[str],
+        columns: bool = True,
+    ) -> str:
+        replaced = f"{self.nodes[self.plan.anchor].op} ({self.plan.anchor})"
+        if self.plan.prologue:
+            replaced += ", after " + ", ".join(f"{self.nodes[member].op} ({member})" for member in self.plan.prologue)
+        if self.plan.epilogue:
+            replaced += ", then " + ", ".join(f"{self.nodes[member].op} ({member})" for member in self.plan.epilogue)
+        parameters = [parameter for parameter, _ in pairs] + flags + ["BLOCK: tl.constexpr"]
+        if columns and self._uses_columns():
+            parameters.append("COLUMNS: tl.constexpr")
+        lines = ["@triton.jit", f"def {name}("]
+        lines += [f"{INDENT}{parameter}," for parameter in parameters]
+        lines += ["):", f'{INDENT}"""Replaces {replaced}.', ""]
+        lines += [f"{INDENT}{line}" for line in docstring]
+        lines += [f'{INDENT}"""']
+        lines += [f"{INDENT}{line}" for line in body]
+        return "\n".join(lines) + "\n"
+
+    # --- wrapper ------------------------------------------------------------------------------
+
+    def _wrapper(self) -> str:
+        plan, graph, loss = self.plan, self.graph, self.loss
+        block, outputs = self.block, self.outputs
+        device = f"{self.tensors[plan.inputs[0]]}.device"
+        launches = f"{plan.kernel}, then {self.finish_kernel}" if self.partials else f"one launch of {plan.kernel}"
+        lines = [f'"""Computes {", ".join(plan.nodes)} ({launches}); returns {", ".join(outputs.values())}."""']
+        full_shape = [value for value in self.domain_values if graph.spec_of(value).shape == loss.domain]
+        if full_shape:
+            lines.append(f"{self.domain_shape} = {self.tensors[full_shape[0]]}.shape")
+        else:
+            shapes = ", ".join(f"{self.tensors[value]}.shape" for value in self.domain_values)
+            lines.append(f"{self.domain_shape} = torch.broadcast_shapes({shapes})")
+        if loss.family != "elementwise":
+            folded = loss.reduced_dim
+            lines.append(f"{self.position_shape} = {self.domain_shape}[:{folded}] + {self.domain_shape}[{folded + 1}:]")
+        if loss.family == "classes" and loss.option("check_rows"):
+            target = self.tensors[loss.operand("target")]
+            lines += [
+                f"if {target}.shape != {self.position_shape}:",
+                f"{INDENT}raise RuntimeError(",
+                f'{INDENT * 2}f"expected target size {{list({self.position_shape})}}, got {{list({target}.shape)}}"',
+                f"{INDENT})",
+            ]
+        lines.append(f"{self.position_count} = {self.position_shape}.numel()")
+        for value, variable in outputs.items():
+            dtype = self.dtype if value == plan.anchor else graph.spec_of(value).dtype
+            lines.append(f"{variable} = torch.empty({self.output_shape}, dtype=torch.{dtype}, device={device})")
+        lines += self.stride_lines
+        lines.append(f"{block} = {plan.params['block']}")
+        keywords = self.flag_arguments + (self.epilogue_flag_arguments if not self.reduces else []) + [f"BLOCK={block}"]
+        if self._uses_columns():
+            keywords.append(f"COLUMNS={plan.params['columns']}")
+        keywords.append(f"num_warps={plan.params['warps']}")
+        if not self.reduces:
+            grid = self.wrapper_scope.fresh("grid")
+            lines += [
+                f"# one program per block of {block} positions",
+                f"{grid} = (triton.cdiv({self.position_count}, {block}),)",
+            ]
+            lines += _launch(plan.kernel, grid, self._main_pairs(self.epilogue_pairs + self.output_pairs), keywords)
+        elif not self.partials:
+            lines.append("# one program adds up every position in a fixed order, so the result is deterministic")
+            lines += _launch(plan.kernel, "(1,)", self._main_pairs(self.epilogue_pairs + self.output_pairs), keywords)
+        else:
+            lines += [
+                f"# one program per block of {block} positions writes a partial sum; a second kernel adds them in order",
+                f"{self.partial_count} = triton.cdiv({self.position_count}, {block})",
+            ]
+            for _, buffer in self.partial_pairs:
+                lines.append(f"{buffer} = torch.empty({self.partial_count}, dtype=torch.float32, device={device})")
+            lines += _launch(plan.kernel, f"({self.partial_count},)", self._main_pairs(self.partial_pairs), keywords)
+            finish_pairs = (
+                self.partial_pairs
+                + self.epilogue_pairs
+                + self.output_pairs
+                + self._finish_pairs()
+            )
+            finish_keywords = [f"BLOCK={FINISH_BLOCK}", f"num_warps={plan.params['warps']}"]
+            lines += _launch(self.finish_kernel, "(1,)", finish_pairs, finish_keywords)
+        lines.append(f"return {', '.join(outputs.values())}")
+        header = f"def {plan.wrapper}({', '.join(self.tensors.values())}):"
+        return "\n".join([header] + [INDENT + line for line in lines]) + "\n"
+
+
+def _launch(kernel: str, grid: str, pairs: list[tuple[str, str]], keywords: list[str]) -> list[str]:
+    """A kernel launch passing each pair's argument in the kernel's parameter order, then the keywords."""
+    arguments = [argument for _, argument in pairs] + keywords
+    return [f"{kernel}[{grid}]("] + [f"{INDENT}{argument}," for argument in arguments] + [")"]

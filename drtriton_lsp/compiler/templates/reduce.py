@@ -1,0 +1,1300 @@
+"""The reduce and scan templates: sum, mean, max/min, argmax/argmin, prod, logsumexp, var/std and vector
+norms over any dims, and cumsum/cumprod along one dim, each with a fused pointwise prologue and epilogue.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from drtriton_lsp.compiler.elementwise import FUSIBLE_DTYPES, TRITON_DTYPES, bind_arguments
+from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode, TensorSpec
+from drtriton_lsp.compiler.names import NameScope
+from drtriton_lsp.compiler.partition import group_inputs
+from drtriton_lsp.compiler.templates.base import (
+    AnchorShape,
+    KernelPlan,
+    RenderContext,
+    Template,
+    choice,
+    power_of_two,
+)
+from drtriton_lsp.compiler.templates.pointwise import (
+    INDENT,
+    DomainReads,
+    domain_text,
+    elementwise_lines,
+    flat_index_lines,
+    stored,
+)
+
+# H200 streaming multiprocessors: defaults keep at least two programs per SM busy where rows allow
+STREAMING_MULTIPROCESSORS = 132
+# elements one program holds in registers at a time, by default (rows x block)
+TILE_ELEMENTS = 4096
+# the reduced extent up to which the default takes a whole row in one block
+SINGLE_BLOCK_LIMIT = 4096
+# a program's rows and block when the folded dims are not the innermost (measured on the H200)
+STRIDED_ROWS = 32
+STRIDED_BLOCK = 64
+# at most this many programs share one row (their partial results fit one tile of the second kernel)
+MAX_SPLITS = 256
+# the size assumed for a symbolic dim that has no example value
+UNKNOWN_SIZE = 1024
+NEGATIVE_INFINITY = 'float("-inf")'
+POSITIVE_INFINITY = 'float("inf")'
+PROPAGATE_NAN = "propagate_nan=tl.PropagateNan.ALL"
+# kernel docstrings wrap at this width
+DOCSTRING_WIDTH = 96
+
+STRATEGY_DOC = (
+    "single: the whole reduced extent in one block (its next power of two, sized at run time); "
+    "loop: chunks of `block` elements with running accumulators; "
+    "split: `splits` programs per row fold every splits-th chunk, a second kernel folds their results"
+)
+SCAN_STRATEGY_DOC = (
+    "single: a whole line in one block (its next power of two, sized at run time); "
+    "loop: chunks of `block` elements, carrying the running total from chunk to chunk"
+)
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """What one reduction op computes, read from its arguments.
+
+    source: the value reduced. dims: the input dims reduced (sorted, non-negative); keepdim: they
+    stay as size-1 dims. combine: how elements fold: "sum", "product", "max", "min", "first_max" /
+    "first_min" (the extreme value and the first index holding it; NaN counts as the extreme),
+    "logsumexp", "moments" (mean and sum of squared deviations). element: applied to each element
+    before folding ("abs", "square", "nonzero", "power") or None. finish: applied to the folded
+    value ("mean", "sqrt", "root", "variance", "deviation") or None. outputs: "values", "indices"
+    or "values_and_indices". order: p of a general vector norm; correction: of var and std.
+    """
+
+    source: str
+    dims: tuple[int, ...]
+    keepdim: bool
+    combine: str
+    element: str | None = None
+    finish: str | None = None
+    outputs: str = "values"
+    order: float = 2.0
+    correction: float = 1.0
+
+
+@dataclass(frozen=True)
+class Scan:
+    """A cumulative op along one dim: combine is "sum" (cumsum) or "product" (cumprod)."""
+
+    source: str
+    dim: int
+    combine: str
+
+
+def _dims_argument(value: Any, rank: int, *, empty_means_all: bool = True) -> tuple[int, ...] | None:
+    """The dims a `dim` argument names, sorted and non-negative; None or [] mean every dim.
+
+    None: the argument is not a valid, distinct list of dims (the op then stays in PyTorch).
+    """
+    if value is None:
+        items: list[Any] = []
+    elif isinstance(value, dict) and "list" in value:
+        items = list(value["list"])
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        items = [value]
+    else:
+        return None
+    if not items:
+        return tuple(range(rank)) if empty_means_all else None
+    if not all(isinstance(item, int) and not isinstance(item, bool) and -rank <= item < rank for item in items):
+        return None
+    dims = sorted(item % rank for item in items)
+    return tuple(dims) if len(set(dims)) == len(dims) else None
+
+
+def _result_dtype(bound: dict[str, Any], input_dtype: str) -> str | None:
+    """The dtype a reduction returns: its `dtype` argument if the conversion to it is exact, else the input's.
+
+    A narrowing `dtype` (float32 input summed as float16) rounds every element first; it stays in PyTorch.
+    """
+    requested = bound.get("dtype")
+    if requested is None:
+        return input_dtype
+    name = requested.get("dtype") if isinstance(requested, dict) else None
+    return name if name in (input_dtype, "float32") else None
+
+
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _plain(combine: str, finish: str | None = None) -> Callable[[dict[str, Any], int, str], Reduction | None]:
+    """Reader for sum/mean/prod/amax/amin/logsumexp-like overloads: `dim` (absent: all), `keepdim`."""
+
+    def read(bound: dict[str, Any], rank: int, source: str) -> Reduction | None:
+        dims = _dims_argument(bound.get("dim"), rank, empty_means_all=combine != "logsumexp")
+        if dims is None:
+            return None
+        return Reduction(source, dims, bool(bound.get("keepdim", False)), combine, finish=finish)
+
+    return read
+
+
+def _extreme_with_index(combine: str, outputs: str) -> Callable[[dict[str, Any], int, str], Reduction | None]:
+    """Reader for max.dim / min.dim (values and indices) and argmax / argmin (indices)."""
+
+    def read(bound: dict[str, Any], rank: int, source: str) -> Reduction | None:
+        dims = _dims_argument(bound["dim"], rank)
+        if dims is None:
+            return None
+        return Reduction(source, dims, bool(bound["keepdim"]), combine, outputs=outputs)
+
+    return read
+
+
+def _moments(finish: str) -> Callable[[dict[str, Any], int, str], Reduction | None]:
+    """Reader for var / std, in both the `unbiased` and the `correction` spelling."""
+
+    def read(bound: dict[str, Any], rank: int, source: str) -> Reduction | None:
+        dims = _dims_argument(bound["dim"], rank)
+        if "unbiased" in bound:
+            correction = 1.0 if bound["unbiased"] else 0.0
+        else:
+            correction = 1.0 if bound["correction"] is None else bound["correction"]
+        if dims is None or not _finite_number(correction):
+            return None
+        return Reduction(source, dims, bool(bound["keepdim"]), "moments", finish=finish, correction=float(correction))
+
+    return read
+
+
+def _vector_norm(bound: dict[str, Any], rank: int, source: str) -> Reduction | None:
+    dims = _dims_argument(bound["dim"], rank)
+    order = bound["ord"]
+    if dims is None or not isinstance(order, (int, float)) or isinstance(order, bool) or math.isnan(order):
+        return None
+    keepdim = bool(bound["keepdim"])
+    by_order = {
+        2: ("sum", "square", "sqrt"),
+        1: ("sum", "abs", None),
+        0: ("sum", "nonzero", None),
+        math.inf: ("max", "abs", None),
+        -math.inf: ("min", "abs", None),
+    }
+    combine, element, finish = by_order.get(order, ("sum", "power", "root"))
+    return Reduction(source, dims, keepdim, combine, element=element, finish=finish, order=float(order))
+
+
+REDUCTION_READERS: dict[str, Callable[[dict[str, Any], int, str], Reduction | None]] = {
+    "aten.sum.dim_IntList": _plain("sum"),
+    "aten.sum.default": _plain("sum"),
+    "aten.mean.dim": _plain("sum", "mean"),
+    "aten.mean.default": _plain("sum", "mean"),
+    "aten.prod.dim_int": _plain("product"),
+    "aten.prod.default": _plain("product"),
+    "aten.amax.default": _plain("max"),
+    "aten.amin.default": _plain("min"),
+    "aten.max.default": _plain("max"),
+    "aten.min.default": _plain("min"),
+    "aten.logsumexp.default": _plain("logsumexp"),
+    "aten.max.dim": _extreme_with_index("first_max", "values_and_indices"),
+    "aten.min.dim": _extreme_with_index("first_min", "values_and_indices"),
+    "aten.argmax.default": _extreme_with_index("first_max", "indices"),
+    "aten.argmin.default": _extreme_with_index("first_min", "indices"),
+    "aten.var.dim": _moments("variance"),
+    "aten.var.correction": _moments("variance"),
+    "aten.std.dim": _moments("deviation"),
+    "aten.std.correction": _moments("deviation"),
+    "aten.linalg_vector_norm.default": _vector_norm,
+}
+
+SCAN_COMBINES = {"aten.cumsum.default": "sum", "aten.cumprod.default": "product"}
+
+
+def _floating_source(node: OpNode, graph: OpGraph) -> tuple[dict[str, Any], str, TensorSpec] | None:
+    """The op's bound arguments, its input value and that value's spec, for a float input of rank >= 1
+    that can never be empty (PyTorch raises or returns fill values on empty extents)."""
+    bound = bind_arguments(node)
+    source = bound.get("self")
+    if not (isinstance(source, dict) and "ref" in source):
+        return None
+    spec = graph.spec_of(source["ref"])
+    if spec is None or spec.dtype not in FUSIBLE_DTYPES or spec.rank == 0:
+        return None
+    for size in spec.shape:
+        low = graph.symbol_ranges.get(size, [1])[0] if isinstance(size, str) else size
+        if low is None or low < 1:
+            return None
+    return bound, source["ref"], spec
+
+
+def reduction_of(node: OpNode, graph: OpGraph) -> Reduction | None:
+    """The reduction `node` computes, if this template computes it exactly as PyTorch does; else None."""
+    reader = REDUCTION_READERS.get(node.op)
+    found = _floating_source(node, graph) if reader is not None else None
+    if found is None:
+        return None
+    bound, source, spec = found
+    reduction = reader(bound, spec.rank, source)
+    if reduction is None:
+        return None
+    values_dtype = _result_dtype(bound, spec.dtype)
+    expected = {
+        "values": [values_dtype],
+        "indices": ["int64"],
+        "values_and_indices": [values_dtype, "int64"],
+    }[reduction.outputs]
+    shape = reduced_shape(spec.shape, reduction.dims, reduction.keepdim)
+    if [output.dtype for output in node.outputs] != expected or any(output.shape != shape for output in node.outputs):
+        return None
+    return reduction
+
+
+def scan_of(node: OpNode, graph: OpGraph) -> Scan | None:
+    """The scan `node` computes, if this template computes it exactly as PyTorch does; else None."""
+    combine = SCAN_COMBINES.get(node.op)
+    found = _floating_source(node, graph) if combine is not None else None
+    if found is None:
+        return None
+    bound, source, spec = found
+    dims = _dims_argument(bound["dim"], spec.rank)
+    if dims is None or len(dims) != 1 or len(node.outputs) != 1:
+        return None
+    output = node.outputs[0]
+    if output.dtype != _result_dtype(bound, spec.dtype) or output.shape != spec.shape:
+        return None
+    return Scan(source, dims[0], combine)
+
+
+def reduced_shape(shape: tuple[Dim, ...], dims: tuple[int, ...], keepdim: bool) -> tuple[Dim, ...]:
+    """The output shape of reducing `dims` of `shape`."""
+    if keepdim:
+        return tuple(1 if dim in dims else size for dim, size in enumerate(shape))
+    return tuple(size for dim, size in enumerate(shape) if dim not in dims)
+
+
+def _example_extent(sizes, graph: OpGraph) -> int:
+    """The product of `sizes` at the example inputs (symbols at their capture values)."""
+    extent = 1
+    for size in sizes:
+        extent *= size if isinstance(size, int) else graph.symbol_hints.get(size, UNKNOWN_SIZE)
+    return extent
+
+
+def _next_power_of_two(value: int) -> int:
+    return 1 << max(value - 1, 0).bit_length()
+
+
+def _tiling(graph: OpGraph, domain: tuple[Dim, ...], dims: tuple[int, ...], *, may_split: bool) -> dict[str, Any]:
+    """Default strategy, block, rows, warps (and splits) for folding `dims` of `domain` (rows: the other dims).
+
+    When the innermost dim is folded, a row is contiguous, so a program takes a wide block of it,
+    and fewer rows per program where rows are too few to fill the GPU. Otherwise adjacent rows are
+    adjacent in memory, so a program keeps 32 rows (a 128-byte line of float32 per load) with a
+    narrow block. Still too few programs: several share each row (split), where the template can.
+    """
+    folded = _example_extent([domain[dim] for dim in dims], graph)
+    row_total = _example_extent([size for dim, size in enumerate(domain) if dim not in dims], graph)
+    varying = [dim for dim, size in enumerate(domain) if size != 1]
+    width = _next_power_of_two(folded)
+    target = 2 * STREAMING_MULTIPROCESSORS
+    if not varying or varying[-1] in dims:
+        block = max(16, min(width, SINGLE_BLOCK_LIMIT))
+        rows = max(1, TILE_ELEMENTS // block)
+        while rows > 1 and -(-row_total // rows) < target:
+            rows //= 2
+    else:
+        block = max(16, min(width, STRIDED_BLOCK))
+        rows = STRIDED_ROWS
+        # a scan cannot split its lines, so it gives up coalescing for programs
+        while not may_split and rows > 1 and -(-row_total // rows) < STREAMING_MULTIPROCESSORS:
+            rows //= 2
+    programs = -(-row_total // rows)
+    chunks = -(-folded // block)
+    splits = 1
+    while may_split and splits * 2 <= min(MAX_SPLITS, chunks) and programs * splits < target:
+        splits *= 2
+    strategy = "single" if width <= block else "split" if splits > 1 else "loop"
+    parameters = {"strategy": strategy, "block": block, "rows": rows, "warps": min(8, max(1, rows * block // 256))}
+    return parameters | ({"splits": splits} if may_split else {})
+
+
+COMBINE_HELPERS = {
+    "nan_maximum": '''@triton.jit
+def {name}(a, b):
+    """The larger of a and b, NaN if either is NaN, as torch.amax folds (tl.max may drop NaN)."""
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+''',
+    "nan_minimum": '''@triton.jit
+def {name}(a, b):
+    """The smaller of a and b, NaN if either is NaN, as torch.amin folds (tl.min may drop NaN)."""
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+''',
+    "multiply": '''@triton.jit
+def {name}(a, b):
+    """a * b: the combine step of a product reduction (Triton has no tl.prod)."""
+    return a * b
+''',
+    "first_largest": '''@triton.jit
+def {name}(value1, index1, value2, index2):
+    """Of two (value, index) pairs, the one torch.max and argmax keep: NaN beats any number,
+    a larger value beats a smaller one, and equal values go to the lower index."""
+    nan1 = value1 != value1
+    nan2 = value2 != value2
+    tie = (value1 == value2) | (nan1 & nan2)
+    first = (value1 > value2) | (nan1 & ~nan2) | (tie & (index1 < index2))
+    return tl.where(first, value1, value2), tl.where(first, index1, index2)
+''',
+    "first_smallest": '''@triton.jit
+def {name}(value1, index1, value2, index2):
+    """Of two (value, index) pairs, the one torch.min and argmin keep: NaN beats any number,
+    a smaller value beats a larger one, and equal values go to the lower index."""
+    nan1 = value1 != value1
+    nan2 = value2 != value2
+    tie = (value1 == value2) | (nan1 & nan2)
+    first = (value1 < value2) | (nan1 & ~nan2) | (tie & (index1 < index2))
+    return tl.where(first, value1, value2), tl.where(first, index1, index2)
+''',
+}
+
+# what each combine folds masked-off lanes as: a value that leaves the result unchanged
+NEUTRAL_ELEMENTS = {
+    "sum": "0.0",
+    "moments": "0.0",
+    "product": "1.0",
+    "max": NEGATIVE_INFINITY,
+    "first_max": NEGATIVE_INFINITY,
+    "logsumexp": NEGATIVE_INFINITY,
+    "min": POSITIVE_INFINITY,
+    "first_min": POSITIVE_INFINITY,
+}
+COMBINE_DESCRIPTIONS = {
+    "sum": "a sum",
+    "product": "a product",
+    "max": "a maximum that propagates NaN",
+    "min": "a minimum that propagates NaN",
+    "first_max": "the maximum and the first index holding it (NaN counts as the maximum)",
+    "first_min": "the minimum and the first index holding it (NaN counts as the minimum)",
+    "logsumexp": "log(sum(exp(x - m))) + m, m the maximum (0 where m is infinite, as PyTorch does)",
+    "moments": "the sum of squared deviations from the mean",
+}
+LOOP_STATES = {
+    "sum": "running per-lane sums",
+    "product": "running per-lane products",
+    "max": "running per-lane maxima",
+    "min": "running per-lane minima",
+    "first_max": "each lane's running maximum and its first index",
+    "first_min": "each lane's running minimum and its first index",
+    "logsumexp": "a running maximum per row and a sum rescaled whenever it grows (online logsumexp)",
+    "moments": "running moments per row, each chunk merged in with Chan's parallel update",
+}
+HELPER_OF_COMBINE = {
+    "product": "multiply",
+    "max": "nan_maximum",
+    "min": "nan_minimum",
+    "first_max": "first_largest",
+    "first_min": "first_smallest",
+    "logsumexp": "nan_maximum",
+}
+
+
+def _element_expression(reduction: Reduction, value: str) -> str:
+    """What each element contributes before folding (a vector norm's |x|, x * x, ...)."""
+    if reduction.element is None:
+        return value
+    if reduction.element == "abs":
+        return f"tl.abs({value})"
+    if reduction.element == "square":
+        return f"{value} * {value}"
+    if reduction.element == "nonzero":
+        return f"tl.where({value} != 0.0, 1.0, 0.0)"
+    return f"tl.exp2({reduction.order!r} * tl.log2(tl.abs({value})))"
+
+
+def _split_lines(
+    domain: tuple[Dim, ...], part: Sequence[int], needed: list[int], flat: str, scope: NameScope
+) -> tuple[list[str], dict[int, str], dict[int, str]]:
+    """Statements splitting `flat`, a row-major position over the dims `part` of `domain`, into the
+    indices of the `needed` dims: (statements, index per needed dim, size parameter per dim divided by).
+
+    A part with one dim of size other than 1 needs no split: `flat` is that dim's index.
+    """
+    varying = [dim for dim in part if domain[dim] != 1]
+    if len(varying) == 1:
+        return [], {dim: flat for dim in needed}, {}
+    view = tuple(size if dim in part else 1 for dim, size in enumerate(domain))
+    return flat_index_lines(view, needed, flat, scope)
+
+
+def _product_text(terms: list[str]) -> str:
+    return " * ".join(terms) if terms else "1"
+
+
+def _tuple_text(items: list[str]) -> str:
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+class _KernelWriter:
+    """What the reduce and scan kernels share: reserved names, the split of reads into the prologue's
+    (input domain) and the epilogue's (output domain), combine helpers, and the source's layout."""
+
+    # names the kernel body spells literally; subclasses list theirs
+    fixed_names: tuple[str, ...] = ()
+
+    def __init__(self, plan: KernelPlan, context: RenderContext):
+        self.plan = plan
+        self.context = context
+        self.graph = context.graph
+        self.nodes = {node.name: node for node in self.graph.nodes}
+        self.anchor = self.nodes[plan.anchor]
+        self.scope = context.scope()
+        # taking the fixed names first renames any graph value called so
+        for fixed in self.fixed_names:
+            self.scope.fresh(fixed)
+        self.variables: dict[str, str] = {}
+        self.helper_sources: list[str] = []
+        self.helper_names: dict[str, str] = {}
+        # values read by the prologue and the anchor (input domain), and by the epilogue (output domain)
+        self.inside = group_inputs(self.nodes, plan.prologue + (plan.anchor,))
+        self.outside = [value for value in group_inputs(self.nodes, plan.epilogue) if value != plan.anchor]
+
+    def helper(self, kind: str) -> str:
+        """The name of a module-level combine function this kernel calls, defined before the kernel."""
+        if kind not in self.helper_names:
+            self.helper_names[kind] = self.scope.fresh(f"{self.plan.wrapper}_{kind}")
+            self.helper_sources.append(COMBINE_HELPERS[kind].format(name=self.helper_names[kind]))
+        return self.helper_names[kind]
+
+    def prologue_lines(self, reads: DomainReads, index_of_dim: dict[int, str], mask: str, source: str) -> list[str]:
+        """Loads and prologue ops giving the anchor's input in float32, rounded to its dtype as PyTorch stores it."""
+        lines = reads.load_lines(index_of_dim, mask)
+        lines += elementwise_lines(self.graph, self.plan.prologue, self.variables, self.scope, self.context.helpers)
+        dtype = self.graph.spec_of(source).dtype
+        if self.plan.prologue and dtype != "float32":
+            variable = self.variables[source]
+            lines += [
+                f"# the prologue's result is a {dtype} tensor in PyTorch: round it before folding",
+                f"{variable} = {variable}.to({TRITON_DTYPES[dtype]}).to(tl.float32)",
+            ]
+        return lines
+
+    def anchor_for_epilogue(self, variable: str, dtype: str) -> list[str]:
+        """Statements giving the epilogue the anchor's result as PyTorch stores it (float32 variables)."""
+        self.variables[self.plan.anchor] = variable
+        if not self.plan.epilogue or dtype == "float32":
+            return []
+        if dtype == "int64":
+            self.variables[self.plan.anchor] = self.scope.fresh(f"{variable}_as_float")
+            return [f"{self.variables[self.plan.anchor]} = {variable}.to(tl.float32)"]
+        return [
+            f"# the epilogue reads the {dtype} tensor PyTorch would store",
+            f"{variable} = {variable}.to({TRITON_DTYPES[dtype]}).to(tl.float32)",
+        ]
+
+    def epilogue_lines(self, reads: DomainReads, index_of_dim: dict[int, str], mask: str) -> list[str]:
+        lines = reads.load_lines(index_of_dim, mask)
+        members = self.plan.epilogue
+        return lines + elementwise_lines(self.graph, members, self.variables, self.scope, self.context.helpers)
+
+    def replaced(self) -> str:
+        """"aten.sum.dim_IntList (sum_1), after ... , then ..." for the kernel's docstring."""
+        plan = self.plan
+        text = f"{self.anchor.op} ({plan.anchor})"
+        if plan.prologue:
+            text += ", after " + ", ".join(f"{self.nodes[name].op} ({name})" for name in plan.prologue)
+        if plan.epilogue:
+            text += ", then " + ", ".join(f"{self.nodes[name].op} ({name})" for name in plan.epilogue)
+        return text
+
+    def kernel_source(self, name: str, parameters: list[str], summary: str, details: str, body: list[str]) -> str:
+        """One `@triton.jit` kernel; its docstring is the summary line, a blank line and the wrapped details."""
+        lines = ["@triton.jit", f"def {name}("]
+        lines += [f"{INDENT}{parameter}," for parameter in parameters]
+        lines += ["):", f'{INDENT}"""{summary}', ""]
+        lines += [f"{INDENT}{line}" for line in textwrap.wrap(details, DOCSTRING_WIDTH)]
+        lines.append(f'{INDENT}"""')
+        lines += [f"{INDENT}{line}" for line in body]
+        return "\n".join(lines) + "\n"
+
+    def module_source(self, kernels: list[str], wrapper: str) -> str:
+        """The combine helpers the kernels call, the kernels, then the wrapper."""
+        return "\n\n".join(self.helper_sources + kernels + [wrapper])
+
+    def wrapper_start(self, tensors: dict[str, str], input_shape: str, launches: str) -> list[str]:
+        """The wrapper's signature, docstring and the input domain's shape at run time."""
+        plan = self.plan
+        lines = [
+            f"def {plan.wrapper}({', '.join(tensors.values())}):",
+            f'{INDENT}"""Computes {", ".join(plan.nodes)} in {launches}."""',
+        ]
+        full_shape = [value for value in self.inside if self.graph.spec_of(value).shape == self.domain]
+        if full_shape:
+            lines.append(f"{INDENT}{input_shape} = {tensors[full_shape[0]]}.shape")
+        else:
+            # a prologue's result has the shape its inputs broadcast to
+            shapes = ", ".join(f"{tensors[value]}.shape" for value in self.inside)
+            lines.append(f"{INDENT}{input_shape} = torch.broadcast_shapes({shapes})")
+        return lines
+
+    @property
+    def domain(self) -> tuple[Dim, ...]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """What a reduce wrapper passes its kernels besides tensors: the reads (strides), what is stored,
+    float scalars, the dims whose sizes the index splits divide by, and for a split the second
+    kernel's size dims and the partial buffers (name -> (expression, dtype))."""
+
+    reads_in: DomainReads
+    reads_out: DomainReads
+    outputs: list[tuple[str, str, str]]
+    float_parameters: list[str]
+    size_dims: list[int]
+    output_size_dims: list[int] = field(default_factory=list)
+    partials: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+class ReduceTemplate(Template):
+    """Reductions over any dims: the input viewed as rows x reduced elements, ROWS rows per program."""
+
+    name = "reduce"
+    summary = (
+        "sum, mean, amax/amin, max/min (values and indices), argmax/argmin, prod, logsumexp, var/std, vector norms"
+    )
+    parameters = (
+        choice("strategy", ("single", "loop", "split"), STRATEGY_DOC),
+        power_of_two("block", 16, 16384, "reduced elements per step of the loop and split strategies"),
+        power_of_two("splits", 1, 1024, "programs sharing each row's reduced extent (split strategy)"),
+        power_of_two("rows", 1, 256, "rows each program reduces"),
+        power_of_two("warps", 1, 16, "warps per program"),
+    )
+
+    def anchor(self, node: OpNode, graph: OpGraph) -> AnchorShape | None:
+        reduction = reduction_of(node, graph)
+        if reduction is None:
+            return None
+        output_domain = None if reduction.outputs == "values_and_indices" else node.outputs[0].shape
+        return AnchorShape(reduction.source, graph.spec_of(reduction.source).shape, output_domain)
+
+    def default_parameters(self, plan: KernelPlan, graph: OpGraph) -> dict[str, Any]:
+        reduction = reduction_of(next(node for node in graph.nodes if node.name == plan.anchor), graph)
+        return _tiling(graph, graph.spec_of(reduction.source).shape, reduction.dims, may_split=True)
+
+    def render(self, plan: KernelPlan, context: RenderContext) -> str:
+        return _ReduceKernel(plan, context).source()
+
+
+class _ReduceKernel(_KernelWriter):
+    """One reduce kernel and its wrapper, written top to bottom."""
+
+    fixed_names = (
+        "pid", "rows", "row_mask", "row_count", "reduced_size", "reduced_count", "divisor", "columns",
+        "column_mask", "mask", "start", "candidate", "indices", "ROWS", "BLOCK", "lane_totals",
+        "lane_products", "lane_extremes", "lane_best", "lane_best_index", "running_max", "running_total",
+        "chunk_max", "new_max", "old_shift", "shift", "chunk_count", "chunk_mean", "deviation",
+        "chunk_squares", "seen", "combined", "delta", "running_mean", "running_squares", "row_mean", "split",
+        "SPLITS", "partials", "partial_totals", "partial_folds", "partial_values", "partial_indices",
+        "partial_maxima", "partial_counts", "partial_means", "partial_squares", "folded_value", "folded_index",
+        "rescaled",
+    )
+
+    def __init__(self, plan: KernelPlan, context: RenderContext):
+        super().__init__(plan, context)
+        self.reduction = reduction_of(self.anchor, self.graph)
+        self.strategy = plan.params["strategy"]
+        self.kept = [dim for dim in range(len(self.domain)) if dim not in self.reduction.dims]
+        output_to_input = range(len(self.domain)) if self.reduction.keepdim else self.kept
+        # output dim -> the kept input dim it is
+        self.output_dims = {position: dim for position, dim in enumerate(output_to_input) if dim in self.kept}
+        self.output_domain = self.anchor.outputs[0].shape
+        self.result_dtypes = [output.dtype for output in self.anchor.outputs]
+        for value in self.outside:
+            if value in plan.prologue:
+                from drtriton_lsp.compiler.script import ScheduleError  # script imports the templates
+
+                raise ScheduleError(
+                    f"kernel reduce: epilogue op reads {value}, which the prologue computes per element",
+                    "compute that value in a kernel of its own",
+                )
+
+    @property
+    def domain(self) -> tuple[Dim, ...]:
+        return self.graph.spec_of(self.reduction.source).shape
+
+    def source(self) -> str:
+        plan, reduction, scope, domain = self.plan, self.reduction, self.scope, self.domain
+        split = self.strategy == "split"
+        reads_in = DomainReads(self.graph, domain, self.inside, scope, self.variables, flat_fast_path=False)
+        # the epilogue's variables join the others only after the prologue is written (a value both
+        # read gets one name per domain)
+        epilogue_variables: dict[str, str] = {}
+        reads_out = DomainReads(
+            self.graph, self.output_domain, self.outside, scope, epilogue_variables, flat_fast_path=False
+        )
+        results = self._result_variables()
+        row_dims_in = [dim for dim in reads_in.indexed_dims if dim in self.kept]
+        row_dims_out = sorted(self.output_dims[dim] for dim in reads_out.indexed_dims)
+        # with a split, the prologue runs in the first kernel and the epilogue in the second
+        row_dims = row_dims_in if split else sorted(set(row_dims_in) | set(row_dims_out))
+        row_lines, row_index, row_sizes = _split_lines(domain, self.kept, row_dims, "rows", scope)
+        column_dims = [dim for dim in reads_in.indexed_dims if dim in reduction.dims]
+        column_lines, column_index, column_sizes = _split_lines(domain, reduction.dims, column_dims, "columns", scope)
+        index_of_dim = {dim: f"{row_index[dim]}[:, None]" for dim in row_dims_in}
+        index_of_dim.update({dim: f"{column_index[dim]}[None, :]" for dim in column_dims})
+
+        body = self._row_lines(row_lines, split)
+        chunk = self._chunk_lines(reads_in, column_lines, index_of_dim)
+        if self.strategy == "single":
+            body += ["columns = tl.arange(0, BLOCK).to(tl.int64)"] + chunk
+        else:
+            body += self._loop_state()
+            if split:
+                body += [
+                    "# this program takes every SPLITS-th chunk of its rows, starting with chunk number `split`",
+                    "for start in range(split * BLOCK, reduced_size, SPLITS * BLOCK):",
+                ]
+            else:
+                body.append("for start in range(0, reduced_size, BLOCK):")
+            step = ["columns = start + tl.arange(0, BLOCK).to(tl.int64)"] + chunk + self._loop_step()
+            body += [INDENT + line for line in step]
+
+        partial_pointers: dict[str, str] = {}
+        if split:
+            partials = self._partial_states()
+            partial_pointers = {name: scope.fresh(f"{name}_ptr") for name in partials}
+            body += self._partial_stores(partials, partial_pointers)
+            out_lines, out_index, out_sizes = _split_lines(domain, self.kept, row_dims_out, "rows", scope)
+            output_body = self._row_lines(out_lines, False) + self._partial_loads(partial_pointers)
+            fold_lines, folded = self._partial_fold()
+        else:
+            out_index, out_sizes, output_body = row_index, row_sizes, body
+            fold_lines, folded = self._single_fold() if self.strategy == "single" else self._loop_fold()
+        output_body += fold_lines + self._finish(results, folded)
+        if reduction.outputs != "values_and_indices":
+            output_body += self.anchor_for_epilogue(results[0], self.result_dtypes[0])
+        self.variables.update(epilogue_variables)
+        if plan.epilogue:
+            epilogue_index = {dim: out_index[self.output_dims[dim]] for dim in reads_out.indexed_dims}
+            output_body += self.epilogue_lines(reads_out, epilogue_index, "row_mask")
+        stores, outputs = self._stores(results)
+        output_body += stores
+
+        float_parameters = self._float_parameters()
+        output_pointers = [pointer for _, pointer, _ in outputs]
+        plural = "s" if len(reduction.dims) > 1 else ""
+        view = (
+            f"Views the {domain_text(domain)} input as rows x reduced elements (dim{plural} "
+            f"{', '.join(str(dim) for dim in reduction.dims)} reduced, read through strides)."
+        )
+        what = f"{COMBINE_DESCRIPTIONS[reduction.combine]} in float32"
+        summary = f"Replaces {self.replaced()}."
+        if not split:
+            parameters = (
+                reads_in.pointer_parameters()
+                + reads_out.pointer_parameters()
+                + output_pointers
+                + ["row_count", "reduced_size"]
+                + float_parameters
+                + list(row_sizes.values())
+                + list(column_sizes.values())
+                + reads_in.stride_parameters()
+                + reads_out.stride_parameters()
+                + ["ROWS: tl.constexpr", "BLOCK: tl.constexpr"]
+            )
+            how = (
+                f"in BLOCK-wide chunks, keeping {LOOP_STATES[reduction.combine]}"
+                if self.strategy == "loop"
+                else "in one tile (BLOCK: the extent's next power of two)"
+            )
+            details = f"{view} Each program folds ROWS rows {how}, computing {what}."
+            kernel = self.kernel_source(plan.kernel, parameters, summary, details, body)
+            launch = _Launch(reads_in, reads_out, outputs, float_parameters, list(row_sizes) + list(column_sizes))
+            return self.module_source([kernel], self._wrapper(launch))
+
+        self.fold_kernel = scope.fresh(f"{plan.wrapper}_fold_kernel")
+        partial_parameters = (
+            reads_in.pointer_parameters()
+            + list(partial_pointers.values())
+            + ["row_count", "reduced_size"]
+            + list(row_sizes.values())
+            + list(column_sizes.values())
+            + reads_in.stride_parameters()
+            + ["ROWS: tl.constexpr", "BLOCK: tl.constexpr", "SPLITS: tl.constexpr"]
+        )
+        partial_details = (
+            f"{view} Program (i, split) folds ROWS rows over every SPLITS-th BLOCK-wide chunk, keeping "
+            f"{LOOP_STATES[reduction.combine]}, and stores its partial result for {self.fold_kernel}."
+        )
+        fold_parameters = (
+            list(partial_pointers.values())
+            + reads_out.pointer_parameters()
+            + output_pointers
+            + ["row_count"]
+            + float_parameters
+            + list(out_sizes.values())
+            + reads_out.stride_parameters()
+            + ["ROWS: tl.constexpr", "SPLITS: tl.constexpr"]
+        )
+        fold_details = (
+            f"Each program folds the SPLITS partial results of ROWS rows that {plan.kernel} stored, "
+            f"computing {what}{', then the epilogue' if plan.epilogue else ''}."
+        )
+        kernels = [
+            self.kernel_source(
+                plan.kernel, partial_parameters, f"{summary} First of two kernels.", partial_details, body
+            ),
+            self.kernel_source(
+                self.fold_kernel, fold_parameters, f"Second kernel of {plan.wrapper}: the row results.", fold_details,
+                output_body,
+            ),
+        ]
+        launch = _Launch(
+            reads_in, reads_out, outputs, float_parameters, list(row_sizes) + list(column_sizes), list(out_sizes),
+            partials,
+        )
+        return self.module_source(kernels, self._wrapper(launch))
+
+    def _row_lines(self, split_lines: list[str], split: bool) -> list[str]:
+        """The program's rows, and the indices of the kept dims they stand for."""
+        lines = ["pid = tl.program_id(0)"]
+        if split:
+            lines.append("split = tl.program_id(1)")
+        lines += [
+            "# int64 indices: offsets into large inputs may exceed 2**31",
+            "rows = pid.to(tl.int64) * ROWS + tl.arange(0, ROWS)",
+            "row_mask = rows < row_count",
+        ]
+        if split_lines:
+            lines.append("# split each row number into the indices of the kept dims")
+            lines += split_lines
+        return lines
+
+    def _partial_states(self) -> dict[str, tuple[str, str]]:
+        """What a split program stores per row: buffer name -> (expression, dtype)."""
+        combine = self.reduction.combine
+        if combine == "sum":
+            return {"partial_totals": ("tl.sum(lane_totals, axis=1)", "float32")}
+        if combine in ("product", "max", "min"):
+            return {"partial_folds": (self._loop_fold()[1], "float32")}
+        if combine in ("first_max", "first_min"):
+            return {"partial_values": ("folded_value", "float32"), "partial_indices": ("folded_index", "int64")}
+        if combine == "logsumexp":
+            return {"partial_maxima": ("running_max", "float32"), "partial_totals": ("running_total", "float32")}
+        return {
+            "partial_counts": ("seen", "float32"),
+            "partial_means": ("running_mean", "float32"),
+            "partial_squares": ("running_squares", "float32"),
+        }
+
+    def _partial_stores(self, partials: dict[str, tuple[str, str]], pointers: dict[str, str]) -> list[str]:
+        lines = []
+        if self.reduction.combine in ("first_max", "first_min"):
+            lines.append(f"folded_value, folded_index = {self._loop_fold()[1]}")
+        lines.append("# partial results go to [SPLITS, row_count] buffers: split s of row r at s * row_count + r")
+        for name, (expression, _) in partials.items():
+            offsets = "split.to(tl.int64) * row_count + rows"
+            lines.append(f"tl.store({pointers[name]} + {offsets}, {expression}, mask=row_mask)")
+        return lines
+
+    def _partial_loads(self, pointers: dict[str, str]) -> list[str]:
+        lines = [
+            "# split s of row r lies at s * row_count + r in the partial buffers",
+            "partials = tl.arange(0, SPLITS).to(tl.int64)[None, :] * row_count + rows[:, None]",
+        ]
+        return lines + [
+            f"{name} = tl.load({pointer} + partials, mask=row_mask[:, None])" for name, pointer in pointers.items()
+        ]
+
+    def _partial_fold(self) -> tuple[list[str], str]:
+        """Statements and the expression folding each row's SPLITS partial results."""
+        combine = self.reduction.combine
+        if combine == "sum":
+            return [], "tl.sum(partial_totals, axis=1)"
+        if combine in ("product", "max", "min"):
+            return [], f"tl.reduce(partial_folds, 1, {self.helper(HELPER_OF_COMBINE[combine])})"
+        if combine in ("first_max", "first_min"):
+            helper = self.helper(HELPER_OF_COMBINE[combine])
+            return [], f"tl.reduce((partial_values, partial_indices), 1, {helper})"
+        if combine == "logsumexp":
+            return [
+                f"running_max = tl.reduce(partial_maxima, 1, {self.helper('nan_maximum')})",
+                "# each split summed exp relative to its own shift: rescale them all to the row's",
+                f"old_shift = tl.where(tl.abs(partial_maxima) == {POSITIVE_INFINITY}, 0.0, partial_maxima)",
+                f"shift = tl.where(tl.abs(running_max) == {POSITIVE_INFINITY}, 0.0, running_max)",
+                "rescaled = partial_totals * tl.exp(old_shift - shift[:, None])",
+                "# a split that saw only -inf summed nothing",
+                f"running_total = tl.sum(tl.where(partial_maxima == {NEGATIVE_INFINITY}, 0.0, rescaled), axis=1)",
+            ], "tl.log(running_total) + shift"
+        return [
+            "# merge the splits' moments: the row mean, then each split's squares about it",
+            "seen = tl.sum(partial_counts, axis=1)",
+            "running_mean = tl.div_rn(tl.sum(partial_counts * partial_means, axis=1), seen)",
+            "deviation = partial_means - running_mean[:, None]",
+        ], "tl.sum(partial_squares + partial_counts * deviation * deviation, axis=1)"
+
+    def _result_variables(self) -> list[str]:
+        """Kernel variables for the anchor's results, in the op's output order."""
+        anchor = self.plan.anchor
+        if self.reduction.outputs == "values_and_indices":
+            return [self.scope.fresh(f"{anchor}_values"), self.scope.fresh(f"{anchor}_indices")]
+        return [self.scope.fresh(anchor)]
+
+    def _chunk_lines(self, reads_in: DomainReads, column_lines: list[str], index_of_dim: dict[int, str]) -> list[str]:
+        """One tile of the input: masks, indices, loads and prologue, then the masked candidate values."""
+        reduction = self.reduction
+        lines = ["column_mask = columns < reduced_size", "mask = row_mask[:, None] & column_mask[None, :]"]
+        if column_lines:
+            lines.append("# split each reduced position into the indices of the reduced dims")
+            lines += column_lines
+        lines += self.prologue_lines(reads_in, index_of_dim, "mask", reduction.source)
+        self.element = _element_expression(reduction, self.variables[reduction.source])
+        if reduction.element == "power":
+            lines.append("# |x| ** p as exp2(p * log2|x|): |x| = 0 gives 0 for p > 0 and inf for p < 0, as pow does")
+        neutral = NEUTRAL_ELEMENTS[reduction.combine]
+        lines += [
+            f"# masked-off lanes hold {neutral}, which leaves the result unchanged",
+            f"candidate = tl.where(mask, {self.element}, {neutral})",
+        ]
+        return lines
+
+    def _loop_state(self) -> list[str]:
+        combine = self.reduction.combine
+        if combine == "sum":
+            return ["lane_totals = tl.zeros([ROWS, BLOCK], tl.float32)"]
+        if combine == "product":
+            return ["lane_products = tl.full([ROWS, BLOCK], 1.0, tl.float32)"]
+        if combine in ("max", "min"):
+            return [f"lane_extremes = tl.full([ROWS, BLOCK], {NEUTRAL_ELEMENTS[combine]}, tl.float32)"]
+        if combine in ("first_max", "first_min"):
+            return [
+                f"lane_best = tl.full([ROWS, BLOCK], {NEUTRAL_ELEMENTS[combine]}, tl.float32)",
+                "# a lane that never sees an element keeps index reduced_size, which loses every tie",
+                "lane_best_index = tl.zeros([ROWS, BLOCK], tl.int64) + reduced_size",
+            ]
+        if combine == "logsumexp":
+            return [
+                f"running_max = tl.full([ROWS], {NEGATIVE_INFINITY}, tl.float32)",
+                "running_total = tl.zeros([ROWS], tl.float32)",
+            ]
+        return [
+            "seen = tl.zeros([ROWS], tl.float32)",
+            "running_mean = tl.zeros([ROWS], tl.float32)",
+            "running_squares = tl.zeros([ROWS], tl.float32)",
+        ]
+
+    def _loop_step(self) -> list[str]:
+        combine = self.reduction.combine
+        if combine == "sum":
+            return ["lane_totals += candidate"]
+        if combine == "product":
+            return ["lane_products *= candidate"]
+        if combine in ("max", "min"):
+            function = "tl.maximum" if combine == "max" else "tl.minimum"
+            return [f"lane_extremes = {function}(lane_extremes, candidate, {PROPAGATE_NAN})"]
+        if combine in ("first_max", "first_min"):
+            return [
+                "# a lane sees increasing indices, so on a tie it keeps its earlier element",
+                f"lane_best, lane_best_index = {self.helper(HELPER_OF_COMBINE[combine])}(",
+                f"{INDENT}lane_best, lane_best_index, candidate, columns[None, :]",
+                ")",
+            ]
+        if combine == "logsumexp":
+            return [
+                f"chunk_max = tl.reduce(candidate, 1, {self.helper('nan_maximum')})",
+                f"new_max = tl.maximum(running_max, chunk_max, {PROPAGATE_NAN})",
+                "# exp is taken relative to a finite shift: the maximum, or 0 where it is infinite",
+                f"old_shift = tl.where(tl.abs(running_max) == {POSITIVE_INFINITY}, 0.0, running_max)",
+                f"shift = tl.where(tl.abs(new_max) == {POSITIVE_INFINITY}, 0.0, new_max)",
+                "# rescale the sum so far to the new shift; a row that has seen only -inf has summed nothing",
+                "running_total = tl.where(",
+                f"{INDENT}running_max == {NEGATIVE_INFINITY}, 0.0, running_total * tl.exp(old_shift - shift)",
+                ") + tl.sum(tl.exp(candidate - shift[:, None]), axis=1)",
+                "running_max = new_max",
+            ]
+        return [
+            "# this chunk's mean and squared deviations from it, in registers",
+            "chunk_count = tl.sum(column_mask.to(tl.float32), axis=0)",
+            "chunk_mean = tl.div_rn(tl.sum(candidate, axis=1), chunk_count)",
+            f"deviation = tl.where(mask, {self.element} - chunk_mean[:, None], 0.0)",
+            "chunk_squares = tl.sum(deviation * deviation, axis=1)",
+            "# merge them into the row's running moments (Chan et al.), stable for any chunk sizes",
+            "combined = seen + chunk_count",
+            "delta = chunk_mean - running_mean",
+            "running_mean += delta * tl.div_rn(chunk_count, combined)",
+            "running_squares += chunk_squares + delta * delta * tl.div_rn(seen * chunk_count, combined)",
+            "seen = combined",
+        ]
+
+    def _loop_fold(self) -> tuple[list[str], str]:
+        """After the loop: statements and the expression of each row's folded value."""
+        combine = self.reduction.combine
+        if combine == "sum":
+            return [], "tl.sum(lane_totals, axis=1)"
+        if combine in ("product", "max", "min"):
+            state = "lane_products" if combine == "product" else "lane_extremes"
+            return [], f"tl.reduce({state}, 1, {self.helper(HELPER_OF_COMBINE[combine])})"
+        if combine in ("first_max", "first_min"):
+            return [], f"tl.reduce((lane_best, lane_best_index), 1, {self.helper(HELPER_OF_COMBINE[combine])})"
+        if combine == "logsumexp":
+            return [
+                f"shift = tl.where(tl.abs(running_max) == {POSITIVE_INFINITY}, 0.0, running_max)"
+            ], "tl.log(running_total) + shift"
+        return [], "running_squares"
+
+    def _single_fold(self) -> tuple[list[str], str]:
+        """After the row's one tile: statements and the expression of each row's folded value."""
+        combine = self.reduction.combine
+        if combine == "sum":
+            return [], "tl.sum(candidate, axis=1)"
+        if combine in ("product", "max", "min"):
+            return [], f"tl.reduce(candidate, 1, {self.helper(HELPER_OF_COMBINE[combine])})"
+        if combine in ("first_max", "first_min"):
+            helper = self.helper(HELPER_OF_COMBINE[combine])
+            return ["indices = tl.broadcast_to(columns[None, :], [ROWS, BLOCK])"], (
+                f"tl.reduce((candidate, indices), 1, {helper})"
+            )
+        if combine == "logsumexp":
+            return [
+                f"running_max = tl.reduce(candidate, 1, {self.helper('nan_maximum')})",
+                "# exp is taken relative to a finite shift: the maximum, or 0 where it is infinite",
+                f"shift = tl.where(tl.abs(running_max) == {POSITIVE_INFINITY}, 0.0, running_max)",
+            ], "tl.log(tl.sum(tl.exp(candidate - shift[:, None]), axis=1)) + shift"
+        return [
+            "# two passes over the row in registers: the mean, then squared deviations from it",
+            "row_mean = tl.div_rn(tl.sum(candidate, axis=1), reduced_count)",
+            f"deviation = tl.where(mask, {self.element} - row_mean[:, None], 0.0)",
+        ], "tl.sum(deviation * deviation, axis=1)"
+
+    def _finish(self, results: list[str], folded: str) -> list[str]:
+        """The anchor's results from the folded value (the mean's division, a norm's root, ...)."""
+        reduction = self.reduction
+        if reduction.outputs == "indices":
+            return [f"_, {results[0]} = {folded}"]
+        if reduction.outputs == "values_and_indices":
+            return [f"{results[0]}, {results[1]} = {folded}"]
+        if reduction.finish == "root":
+            return [f"{results[0]} = tl.exp2(tl.log2({folded}) * {1.0 / reduction.order!r})"]
+        expression = {
+            None: folded,
+            "mean": f"tl.div_rn({folded}, reduced_count)",
+            "sqrt": f"tl.sqrt_rn({folded})",
+            "variance": f"tl.div_rn({folded}, divisor)",
+            "deviation": f"tl.sqrt_rn(tl.div_rn({folded}, divisor))",
+        }[reduction.finish]
+        return [f"{results[0]} = {expression}"]
+
+    def _float_parameters(self) -> list[str]:
+        """Float scalars from the wrapper (floats, unlike ints equal to 1, are never specialised to constants)."""
+        reduction = self.reduction
+        names = []
+        if reduction.finish == "mean" or (reduction.combine == "moments" and self.strategy == "single"):
+            names.append("reduced_count")
+        if reduction.combine == "moments":
+            names.append("divisor")
+        return names
+
+    def _stores(self, results: list[str]) -> tuple[list[str], list[tuple[str, str, str]]]:
+        """Store statements, and what is stored in the wrapper's return order: (variable, pointer, dtype)."""
+        plan = self.plan
+        if self.reduction.outputs == "values_and_indices":
+            variables = list(zip(results, self.result_dtypes))
+        else:
+            variables = [
+                (results[0], self.result_dtypes[0]) if value == plan.anchor
+                else (self.variables[value], self.graph.spec_of(value).dtype)
+                for value in plan.outputs
+            ]
+        outputs = [(variable, self.scope.fresh(f"{variable}_ptr"), dtype) for variable, dtype in variables]
+        lines = ["# outputs are new contiguous tensors of the kept dims: a row's result lies at its row number"]
+        for variable, pointer, dtype in outputs:
+            value = variable if dtype == "int64" else stored(variable, dtype)
+            lines.append(f"tl.store({pointer} + rows, {value}, mask=row_mask)")
+        return lines, outputs
+
+    def _wrapper(self, launch: _Launch) -> str:
+        plan, reduction, domain = self.plan, self.reduction, self.domain
+        scope = self.context.scope()
+        tensors = {value: scope.fresh(value) for value in plan.inputs}
+        input_shape, output_shape, row_count, reduced_size, rows, block, splits, grid, fold_grid = (
+            scope.fresh(name)
+            for name in (
+                "input_shape", "output_shape", "row_count", "reduced_size", "ROWS", "BLOCK", "SPLITS", "grid",
+                "fold_grid",
+            )
+        )
+        returned = [scope.fresh(variable) for variable, _, _ in launch.outputs]
+        device = f"{tensors[self.inside[0]]}.device"
+        if self.strategy == "split":
+            launches = "two launches: partial results per split, then one result per row"
+        else:
+            launches = f"one launch of {plan.kernel}"
+        lines = self.wrapper_start(tensors, input_shape, launches)
+        shape_items = [
+            "1" if dim in reduction.dims else f"{input_shape}[{dim}]"
+            for dim in range(len(domain))
+            if reduction.keepdim or dim not in reduction.dims
+        ]
+        lines.append(f"{INDENT}{output_shape} = {_tuple_text(shape_items)}")
+        for variable, (_, _, dtype) in zip(returned, launch.outputs):
+            lines.append(f"{INDENT}{variable} = torch.empty({output_shape}, dtype=torch.{dtype}, device={device})")
+        lines.append(f"{INDENT}{row_count} = {_product_text([f'{input_shape}[{dim}]' for dim in self.kept])}")
+        lines.append(f"{INDENT}{reduced_size} = {_product_text([f'{input_shape}[{dim}]' for dim in reduction.dims])}")
+        in_strides, in_stride_arguments, _ = launch.reads_in.wrapper_arguments(tensors, input_shape, scope)
+        out_strides, out_stride_arguments, _ = launch.reads_out.wrapper_arguments(tensors, output_shape, scope)
+        lines += [INDENT + line for line in in_strides + out_strides]
+        float_arguments = {
+            "reduced_count": f"float({reduced_size})",
+            # PyTorch divides by max(n - correction, 0): 0 gives inf, or NaN for a zero sum
+            "divisor": f"float(max({reduced_size} - {reduction.correction!r}, 0.0))",
+        }
+        block_value = f"triton.next_power_of_2({reduced_size})" if self.strategy == "single" else plan.params["block"]
+        lines += [f"{INDENT}{rows} = {plan.params['rows']}", f"{INDENT}{block} = {block_value}"]
+        input_arguments = [tensors[value] for value in self.inside]
+        epilogue_arguments = [tensors[value] for value in self.outside]
+        floats = [float_arguments[name] for name in launch.float_parameters]
+        warps = f"num_warps={plan.params['warps']}"
+        if self.strategy != "split":
+            lines += [f"{INDENT}# one program per {rows} rows", f"{INDENT}{grid} = (triton.cdiv({row_count}, {rows}),)"]
+            arguments = (
+                input_arguments
+                + epilogue_arguments
+                + returned
+                + [row_count, reduced_size]
+                + floats
+                + [f"{input_shape}[{dim}]" for dim in launch.size_dims]
+                + in_stride_arguments
+                + out_stride_arguments
+                + [f"ROWS={rows}", f"BLOCK={block}", warps]
+            )
+            lines += _launch_lines(plan.kernel, grid, arguments)
+        else:
+            buffers = {name: scope.fresh(name) for name in launch.partials}
+            lines.append(f"{INDENT}{splits} = {plan.params['splits']}")
+            lines += [
+                f"{INDENT}{buffers[name]} = torch.empty(({splits}, {row_count}), dtype=torch.{dtype}, device={device})"
+                for name, (_, dtype) in launch.partials.items()
+            ]
+            lines += [
+                f"{INDENT}# {splits} programs share the reduced extent of each {rows} rows; the second kernel folds",
+                f"{INDENT}# their partial results",
+                f"{INDENT}{grid} = (triton.cdiv({row_count}, {rows}), {splits})",
+            ]
+            arguments = (
+                input_arguments
+                + list(buffers.values())
+                + [row_count, reduced_size]
+                + [f"{input_shape}[{dim}]" for dim in launch.size_dims]
+                + in_stride_arguments
+                + [f"ROWS={rows}", f"BLOCK={block}", f"SPLITS={splits}", warps]
+            )
+            lines += _launch_lines(plan.kernel, grid, arguments)
+            lines.append(f"{INDENT}{fold_grid} = (triton.cdiv({row_count}, {rows}),)")
+            arguments = (
+                list(buffers.values())
+                + epilogue_arguments
+                + returned
+                + [row_count]
+                + floats
+                + [f"{input_shape}[{dim}]" for dim in launch.output_size_dims]
+                + out_stride_arguments
+                + [f"ROWS={rows}", f"SPLITS={splits}", warps]
+            )
+            lines += _launch_lines(self.fold_kernel, fold_grid, arguments)
+        lines.append(f"{INDENT}return {', '.join(returned)}")
+        return "\n".join(lines) + "\n"
+
+
+def _launch_lines(kernel: str, grid: str, arguments: list[str]) -> list[str]:
+    """`kernel[grid](...)`, one argument per line, inside a wrapper."""
+    return [f"{INDENT}{kernel}[{grid}]("] + [f"{INDENT * 2}{argument}," for argument in arguments] + [f"{INDENT})"]
+
+
+class ScanTemplate(Template):
+    """Cumulative sums and products along one dim: ROWS lines per program, each scanned in order."""
+
+    name = "scan"
+    summary = "cumsum, cumprod"
+    parameters = (
+        choice("strategy", ("single", "loop"), SCAN_STRATEGY_DOC),
+        power_of_two("block", 16, 16384, "scanned elements per step of the loop strategy"),
+        power_of_two("rows", 1, 256, "lines each program scans"),
+        power_of_two("warps", 1, 16, "warps per program"),
+    )
+
+    def anchor(self, node: OpNode, graph: OpGraph) -> AnchorShape | None:
+        scan = scan_of(node, graph)
+        if scan is None:
+            return None
+        shape = graph.spec_of(scan.source).shape
+        return AnchorShape(scan.source, shape, shape)
+
+    def default_parameters(self, plan: KernelPlan, graph: OpGraph) -> dict[str, Any]:
+        scan = scan_of(next(node for node in graph.nodes if node.name == plan.anchor), graph)
+        return _tiling(graph, graph.spec_of(scan.source).shape, (scan.dim,), may_split=False)
+
+    def render(self, plan: KernelPlan, context: RenderContext) -> str:
+        return _ScanKernel(plan, context).source()
+
+
+class _ScanKernel(_KernelWriter):
+    """One scan kernel and its wrapper; prologue, scan and epilogue share the input's domain."""
+
+    fixed_names = (
+        "pid", "rows", "row_mask", "row_count", "line_length", "inner_size", "row_offsets", "positions",
+        "position_mask", "mask", "start", "candidate", "carry", "offsets", "ROWS", "BLOCK",
+    )
+
+    def __init__(self, plan: KernelPlan, context: RenderContext):
+        super().__init__(plan, context)
+        self.scan = scan_of(self.anchor, self.graph)
+        self.loop = plan.params["strategy"] == "loop"
+
+    @property
+    def domain(self) -> tuple[Dim, ...]:
+        return self.graph.spec_of(self.scan.source).shape
+
+    def source(self) -> str:
+        plan, scan, scope, domain = self.plan, self.scan, self.scope, self.domain
+        values = self.inside + [value for value in self.outside if value not in self.inside]
+        reads = DomainReads(self.graph, domain, values, scope, self.variables, flat_fast_path=False)
+        kept = [dim for dim in range(len(domain)) if dim != scan.dim]
+        row_dims = [dim for dim in reads.indexed_dims if dim != scan.dim]
+        row_lines, row_index, row_sizes = _split_lines(domain, kept, row_dims, "rows", scope)
+        index_of_dim = {dim: f"{row_index[dim]}[:, None]" for dim in row_dims}
+        if scan.dim in reads.indexed_dims:
+            index_of_dim[scan.dim] = "positions[None, :]"
+        result = scope.fresh(plan.anchor)
+        dtype = self.anchor.spec.dtype
+        neutral = "0.0" if scan.combine == "sum" else "1.0"
+
+        step = [
+            f"positions = {'start + ' if self.loop else ''}tl.arange(0, BLOCK).to(tl.int64)",
+            "position_mask = positions < line_length",
+            "mask = row_mask[:, None] & position_mask[None, :]",
+        ]
+        step += self.prologue_lines(reads, index_of_dim, "mask", scan.source)
+        step += [
+            f"# masked-off lanes hold {neutral}, which leaves every prefix unchanged",
+            f"candidate = tl.where(mask, {self.variables[scan.source]}, {neutral})",
+        ]
+        scanned = "tl.cumsum(candidate, axis=1)" if scan.combine == "sum" else "tl.cumprod(candidate, axis=1)"
+        if not self.loop:
+            step.append(f"{result} = {scanned}")
+        elif scan.combine == "sum":
+            step += [
+                "# carry: each line's sum over the chunks before this one",
+                f"{result} = carry[:, None] + {scanned}",
+                "carry += tl.sum(candidate, axis=1)",
+            ]
+        else:
+            step += [
+                "# carry: each line's product over the chunks before this one",
+                f"{result} = carry[:, None] * {scanned}",
+                f"carry *= tl.reduce(candidate, 1, {self.helper('multiply')})",
+            ]
+        step += self.anchor_for_epilogue(result, dtype)
+        step += elementwise_lines(self.graph, plan.epilogue, self.variables, scope, self.context.helpers)
+        outputs = [
+            (result, dtype) if value == plan.anchor else (self.variables[value], self.graph.spec_of(value).dtype)
+            for value in plan.outputs
+        ]
+        pointers = [scope.fresh(f"{variable}_ptr") for variable, _ in outputs]
+        step.append("offsets = row_offsets[:, None] + positions[None, :] * inner_size")
+        step += [
+            f"tl.store({pointer} + offsets, {stored(variable, value_dtype)}, mask=mask)"
+            for pointer, (variable, value_dtype) in zip(pointers, outputs)
+        ]
+
+        body = [
+            "pid = tl.program_id(0)",
+            "# int64 indices: offsets into large inputs may exceed 2**31",
+            "rows = pid.to(tl.int64) * ROWS + tl.arange(0, ROWS)",
+            "row_mask = rows < row_count",
+        ]
+        if row_lines:
+            body.append("# split each line number into the indices of the other dims")
+            body += row_lines
+        body += [
+            "# outputs are new contiguous tensors: a line starts at its outer index * line_length * inner_size",
+            "# plus its inner index, and its elements lie inner_size apart",
+            "row_offsets = (rows // inner_size) * line_length * inner_size + rows % inner_size",
+        ]
+        if self.loop:
+            body.append(f"carry = tl.full([ROWS], {neutral}, tl.float32)")
+            body.append("for start in range(0, line_length, BLOCK):")
+            body += [INDENT + line for line in step]
+        else:
+            body += step
+
+        parameters = (
+            reads.pointer_parameters()
+            + pointers
+            + ["row_count", "line_length", "inner_size"]
+            + list(row_sizes.values())
+            + reads.stride_parameters()
+            + ["ROWS: tl.constexpr", "BLOCK: tl.constexpr"]
+        )
+        how = f"in BLOCK-wide chunks, carrying each line's running {scan.combine}" if self.loop else (
+            "in one tile (BLOCK: the line length's next power of two)"
+        )
+        what = "sums" if scan.combine == "sum" else "products"
+        details = (
+            f"Views the {domain_text(domain)} input as lines along dim {scan.dim} (read through strides). "
+            f"Each program scans ROWS lines {how}, computing prefix {what} in float32."
+        )
+        kernel = self.kernel_source(plan.kernel, parameters, f"Replaces {self.replaced()}.", details, body)
+        return self.module_source([kernel], self._wrapper(reads, values, outputs, list(row_sizes), kept))
+
+    def _wrapper(
+        self,
+        reads: DomainReads,
+        values: list[str],
+        outputs: list[tuple[str, str]],
+        size_dims: list[int],
+        kept: list[int],
+    ) -> str:
+        plan, dim = self.plan, self.scan.dim
+        scope = self.context.scope()
+        tensors = {value: scope.fresh(value) for value in plan.inputs}
+        input_shape, row_count, line_length, inner_size, rows, block, grid = (
+            scope.fresh(name)
+            for name in ("input_shape", "row_count", "line_length", "inner_size", "ROWS", "BLOCK", "grid")
+        )
+        returned = [scope.fresh(variable) for variable, _ in outputs]
+        device = f"{tensors[self.inside[0]]}.device"
+        lines = self.wrapper_start(tensors, input_shape, f"one launch of {plan.kernel}")
+        for variable, (_, dtype) in zip(returned, outputs):
+            lines.append(f"{INDENT}{variable} = torch.empty({input_shape}, dtype=torch.{dtype}, device={device})")
+        inner = [f"{input_shape}[{other}]" for other in kept if other > dim]
+        lines += [
+            f"{INDENT}{line_length} = {input_shape}[{dim}]",
+            f"{INDENT}{row_count} = {_product_text([f'{input_shape}[{other}]' for other in kept])}",
+            f"{INDENT}{inner_size} = {_product_text(inner)}",
+        ]
+        stride_lines, stride_arguments, _ = reads.wrapper_arguments(tensors, input_shape, scope)
+        lines += [INDENT + line for line in stride_lines]
+        block_value = plan.params["block"] if self.loop else f"triton.next_power_of_2({line_length})"
+        lines += [
+            f"{INDENT}{rows} = {plan.params['rows']}",
+            f"{INDENT}{block} = {block_value}",
+            f"{INDENT}# one program per {rows} lines",
+            f"{INDENT}{grid} = (triton.cdiv({row_count}, {rows}),)",
+            f"{INDENT}{plan.kernel}[{grid}](",
+        ]
+        arguments = (
+            [tensors[value] for value in values]
+            + returned
+            + [row_count, line_length, inner_size]
+            + [f"{input_shape}[{other}]" for other in size_dims]
+            + stride_arguments
+            + [f"ROWS={rows}", f"BLOCK={block}", f"num_warps={plan.params['warps']}"]
+        )
+        lines += [f"{INDENT * 2}{argument}," for argument in arguments]
+        lines += [f"{INDENT})", f"{INDENT}return {', '.join(returned)}"]
+        return "\n".join(lines) + "\n"
