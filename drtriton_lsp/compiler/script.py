@@ -101,7 +101,8 @@ def _parse_line(number: int, line: str) -> KernelLine | KeepLine:
     template_name, node_list, assignments = words[1], words[2], words[3:]
     template = TEMPLATES.get(template_name)
     if template is None:
-        raise fail(f"unknown template {template_name!r}", f"templates: {', '.join(TEMPLATES)}")
+        known = "; ".join(f"{name} ({known.summary})" for name, known in TEMPLATES.items())
+        raise fail(f"unknown template {template_name!r}", f"templates: {known}")
     nodes = tuple(node_list.split(","))
     for node in nodes:
         if not NODE_NAME.match(node):

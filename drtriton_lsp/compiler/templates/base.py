@@ -115,7 +115,7 @@ class Template:
 
     name: str = ""
     parameters: tuple[ParameterSpec, ...] = ()
-    # ops of this kind, in the coverage table and kernel names (e.g. "sum", "layer_norm")
+    # the ops it covers, in a few words: shown when a script names an unknown template
     summary: str = ""
 
     def anchor(self, node: OpNode, graph: OpGraph) -> AnchorShape | None:
