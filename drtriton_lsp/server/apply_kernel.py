@@ -1,7 +1,7 @@
 """`workspace/executeCommand` drtriton.apply: writes a verified kernel into the file with `workspace/applyEdit`.
 
-The edit is computed against the text the job read and sent only if the document is still at that version;
-editors apply it as one undoable change.
+The edit is computed against the text the job read and sent only if the document is still at that version
+(else a `window/showMessageRequest` offers to re-run generate); editors apply it as one undoable change.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from typing import Any
 from lsprotocol import types
 
 from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.server.generate import request_generate
 from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_from_arguments
 from drtriton_lsp.source.writeback import write_back
 
 APPLY = "drtriton.apply"
+RERUN_GENERATE = "Re-run generate"
 
 
 def line_edits(before: str, after: str) -> list[types.TextEdit]:
@@ -43,18 +45,20 @@ def register(server: DrtritonLanguageServer) -> None:
         if target is None:
             return {"applied": False, "message": "drtriton.apply takes one argument: {uri, target}"}
         uri, name = target
-        found = ls.analysis_of(uri)
+        found = await ls.analysis_of(uri)
         result = ls.results.current(found[1], name) if found is not None else None
         if found is None or result is None or not result.applicable:
             return _refuse(ls, f"{name} has no verified kernel to apply (one faster than eager, or untimed); run Generate first")
         document = found[0]
         if document.version != result.source_version:
-            return _refuse(
-                ls,
+            message = (
                 f"{name}: the file changed since the job read it (version {result.source_version}, now "
-                f"{document.version}); nothing was applied, so your edits are safe. Run 'drtriton: Generate "
-                f"Triton kernel' again to get a kernel for the current text.",
+                f"{document.version}); nothing was applied, so your edits are safe. Re-run generate to get a "
+                f"kernel for the current text."
             )
+            # Asked in the background: the command answers now, the user may take their time to choose.
+            ls.in_background(_offer_rerun(ls, uri, name, message))
+            return {"applied": False, "message": message}
         from drtriton_lsp.engine.pipeline import provenance_text  # imports torch; a job already did
 
         outcome = result.outcome
@@ -71,6 +75,23 @@ def register(server: DrtritonLanguageServer) -> None:
         if not response.applied:
             return _refuse(ls, f"{name}: the editor did not apply the edit ({response.failure_reason or 'no reason given'})")
         return {"applied": True}
+
+
+async def _offer_rerun(ls: DrtritonLanguageServer, uri: str, target_name: str, message: str) -> None:
+    """A warning with a "Re-run generate" button (VS Code: on the notification; Neovim: a numbered choice)."""
+    try:
+        choice = await ls.window_show_message_request_async(
+            types.ShowMessageRequestParams(
+                type=types.MessageType.Warning,
+                message=f"drtriton: {message}",
+                actions=[types.MessageActionItem(title=RERUN_GENERATE)],
+            )
+        )
+    except Exception as refusal:  # an editor that fails the request still saw nothing applied
+        ls.log(f"drtriton: could not offer to re-run generate ({refusal})")
+        return
+    if choice is not None and choice.title == RERUN_GENERATE:
+        await request_generate(ls, uri, target_name)
 
 
 def _refuse(ls: DrtritonLanguageServer, message: str) -> dict[str, Any]:

@@ -28,15 +28,25 @@ def register(server: DrtritonLanguageServer) -> None:
             code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.RefactorRewrite],
         ),
     )
-    def text_document_code_action(
+    async def text_document_code_action(
         ls: DrtritonLanguageServer, params: types.CodeActionParams
     ) -> list[types.CodeAction] | None:
-        found = ls.analysis_of(params.text_document.uri)
+        uri = params.text_document.uri
+        lines = range(params.range.start.line, params.range.end.line + 1)
+        found = await ls.snapshot_of(uri)
+        # The light bulb asks on every cursor move and gets the instant answer; when the user asks (Ctrl+.,
+        # Neovim's code_action()) about a target edited since the analysis, the menu waits for the analysis.
+        if (
+            found is not None
+            and params.context.trigger_kind == types.CodeActionTriggerKind.Invoked
+            and any(analyzed.edited_since_analysis for analyzed in found[1].targets_touching(lines))
+        ):
+            await ls.analysis_of(uri)
+            found = await ls.snapshot_of(uri)
         if found is None:
             return None
         document, analysis = found
-        uri = params.text_document.uri
-        touched = analysis.targets_touching(range(params.range.start.line, params.range.end.line + 1))
+        touched = analysis.targets_touching(lines)
         actions: list[types.CodeAction] = []
         for analyzed in touched:
             name = analyzed.target.name
@@ -53,7 +63,7 @@ def register(server: DrtritonLanguageServer) -> None:
                 actions.append(_command_action(f"drtriton: Apply verified kernel to {name}", "drtriton.apply", arguments))
             if result is not None:
                 actions.append(_command_action(f"drtriton: Show report for {name}", "drtriton.showReport", arguments))
-            stubs = pragma_stub_lines(analyzed)
+            stubs = [] if analyzed.edited_since_analysis else pragma_stub_lines(analyzed)
             if stubs:
                 indent = " " * analyzed.target.span.start_column
                 insert_at = types.Position(line=analyzed.target.span.start_line - 1, character=0)

@@ -1,6 +1,7 @@
 """`textDocument/codeLens`: one line above each target: its result, a running job, or "Generate Triton kernel".
 
 VS Code draws lenses above the line; Neovim shows them as virtual text after `vim.lsp.codelens.refresh()`.
+Answered at once from the newest analysis; when it was carried over to newer text, a refresh follows the next one.
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ from typing import Any
 from lsprotocol import types
 
 from drtriton_lsp.engine.report import summary
-from drtriton_lsp.server.analysis import client_range
-from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_arguments
+from drtriton_lsp.server.language_server import DrtritonLanguageServer, client_range, target_arguments
 from drtriton_lsp.server.results import TargetResult
 
 
@@ -24,12 +24,16 @@ def lens_title(result: TargetResult) -> str:
 
 def register(server: DrtritonLanguageServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
-    def text_document_code_lens(ls: DrtritonLanguageServer, params: types.CodeLensParams) -> list[types.CodeLens] | None:
-        found = ls.analysis_of(params.text_document.uri)
+    async def text_document_code_lens(
+        ls: DrtritonLanguageServer, params: types.CodeLensParams
+    ) -> list[types.CodeLens] | None:
+        uri = params.text_document.uri
+        found = await ls.snapshot_of(uri)
         if found is None:
             return None
         document, analysis = found
-        uri = params.text_document.uri
+        if analysis.carried_over_from is not None:
+            ls.provisional_lenses.add(uri)
         lines = document.lines
         lenses = []
         for analyzed in analysis.targets:

@@ -1,4 +1,4 @@
-"""`initialize`, `initialized`, `workspace/didChangeConfiguration`, `shutdown`: settings in, jobs out.
+"""`initialize`, `initialized`, `workspace/didChangeConfiguration`, `shutdown`: settings in, jobs and workers out.
 
 Settings come from initializationOptions, then `workspace/configuration` (section "drtriton"); editors show problems once.
 """
@@ -52,6 +52,7 @@ def register(server: DrtritonLanguageServer) -> None:
         ls.loop = asyncio.get_running_loop()
         ls.initialization_options = params.initialization_options
         apply_settings(ls, _section_of(params.initialization_options))
+        ls.analyses.start_worker()
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: DrtritonLanguageServer, params: types.InitializedParams) -> None:
@@ -70,3 +71,4 @@ def register(server: DrtritonLanguageServer) -> None:
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: DrtritonLanguageServer, params: None) -> None:
         ls.jobs.cancel_all()
+        ls.analyses.close()

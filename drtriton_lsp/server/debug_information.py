@@ -1,4 +1,4 @@
-"""`workspace/executeCommand` drtriton.printDebugInformation: versions, settings, devices, jobs.
+"""`workspace/executeCommand` drtriton.printDebugInformation: versions, settings, devices, workers, jobs.
 
 Returned as text and written to the log (VS Code: the server's Output channel; Neovim: `:LspLog`).
 """
@@ -34,6 +34,7 @@ def register(server: DrtritonLanguageServer) -> None:
             },
             "settings": dataclasses.asdict(ls.settings),
             "devices": await asyncio.to_thread(_worker_devices),
+            "analysis": await ls.analyses.status(),
             "jobs": [job.describe() for job in ls.jobs.jobs.values()],
             "documents_with_results": ls.results.documents(),
         }

@@ -1,19 +1,16 @@
-"""`textDocument/didOpen|didSave|didClose`: the on-save analysis (debounced) and the optional background search.
+"""`textDocument/didOpen|didChange|didSave|didClose`: background analysis, on-save hints and the optional search.
 
-Editors show its results as Hint diagnostics (VS Code: faded dots under the chain; Neovim: hint signs).
+Hints show as Hint diagnostics (VS Code: faded dots under the chain; Neovim: hint signs).
 """
 
 from __future__ import annotations
 
-import ast
 import asyncio
 
 from lsprotocol import types
 
-from drtriton_lsp.server.analysis import client_range
-from drtriton_lsp.server.fusion_hints import fusible_chains
 from drtriton_lsp.server.generate import request_generate
-from drtriton_lsp.server.language_server import SOURCE, DrtritonLanguageServer
+from drtriton_lsp.server.language_server import DrtritonLanguageServer
 
 DEBOUNCE_S = 0.3
 
@@ -34,7 +31,7 @@ class SaveDebouncer:
         self._pending.pop(uri, None)
         update_fusion_hints(ls, uri)
         if search:
-            asyncio.ensure_future(start_background_search(ls, uri))
+            ls.in_background(start_background_search(ls, uri))
 
     def forget(self, uri: str) -> None:
         if uri in self._pending:
@@ -42,32 +39,22 @@ class SaveDebouncer:
 
 
 def update_fusion_hints(ls: DrtritonLanguageServer, uri: str) -> None:
-    found = ls.analysis_of(uri)
-    if found is None:
+    """onSave = hint | search: publish the fusible chains of the analysis (made in the analysis process).
+
+    onSave = off publishes nothing, except once to clear the hints an earlier save published.
+    """
+    if ls.settings.onSave == "off":
+        if uri in ls.hinted_documents:
+            ls.hinted_documents.discard(uri)
+            ls.publish_diagnostics(uri)
         return
-    document, analysis = found
-    hints: list[types.Diagnostic] = []
-    if analysis.problem is None and ls.settings.onSave != "off":
-        tree = ast.parse(document.source)
-        lines = document.lines
-        hints = [
-            types.Diagnostic(
-                range=client_range(document, lines, chain.span),
-                message=chain.message,
-                severity=types.DiagnosticSeverity.Hint,
-                source=SOURCE,
-            )
-            for chain in fusible_chains(tree, [analyzed.target for analyzed in analysis.targets])
-        ]
-    elif analysis.problem is not None:
-        hints = ls.fusion_hints.get(uri, [])  # mid-typing syntax error: keep the last hints until it parses
-    ls.fusion_hints[uri] = hints
+    ls.hinted_documents.add(uri)
     ls.publish_diagnostics(uri)
 
 
 async def start_background_search(ls: DrtritonLanguageServer, uri: str) -> None:
     """onSave = search: a generate job for each target with inputs, no current result and no job."""
-    found = ls.analysis_of(uri)
+    found = await ls.analysis_of(uri)
     if found is None:
         return
     _, analysis = found
@@ -82,7 +69,12 @@ def register(server: DrtritonLanguageServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def text_document_did_open(ls: DrtritonLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.analyses.document_opened(params.text_document.uri)
         debouncer.schedule(ls, params.text_document.uri, search=False)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def text_document_did_change(ls: DrtritonLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.analyses.document_changed(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
     def text_document_did_save(ls: DrtritonLanguageServer, params: types.DidSaveTextDocumentParams) -> None:
@@ -93,5 +85,7 @@ def register(server: DrtritonLanguageServer) -> None:
         uri = params.text_document.uri
         debouncer.forget(uri)
         ls.analyses.forget(uri)
-        ls.fusion_hints.pop(uri, None)
+        ls.hinted_documents.discard(uri)
+        ls.provisional_lenses.discard(uri)
+        ls.reported_large_documents.discard(uri)
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))

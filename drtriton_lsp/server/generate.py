@@ -22,7 +22,7 @@ async def request_generate(ls: DrtritonLanguageServer, uri: str, target_name: st
 
     quiet: refusals are only returned, not shown (background jobs started on save).
     """
-    refusal = _refusal(ls, uri, target_name)
+    refusal = await _refusal(ls, uri, target_name)
     if isinstance(refusal, str):
         if not quiet:
             ls.tell(refusal, types.MessageType.Warning)
@@ -37,14 +37,14 @@ async def request_generate(ls: DrtritonLanguageServer, uri: str, target_name: st
     return {"status": "started", "jobId": job.id, "token": job.token}
 
 
-def _refusal(ls: DrtritonLanguageServer, uri: str, target_name: str) -> str | JobInput:
-    """Why a job cannot start (a message), or the snapshot it will work on."""
-    found = ls.analysis_of(uri)
+async def _refusal(ls: DrtritonLanguageServer, uri: str, target_name: str) -> str | JobInput:
+    """Why a job cannot start (a message), or the snapshot it will work on (the text of the current version)."""
+    found = await ls.analysis_of(uri)
     if found is None:
         return f"{uri} is not open in the editor; open it and try again"
     document, analysis = found
     if analysis.problem is not None:
-        return f"the file does not parse ({analysis.problem.located()}); fix it and try again"
+        return f"{analysis.problem.message}. {analysis.problem.hint}"
     if analysis.path is None:
         return f"drtriton runs jobs on files on disk, and {uri} is not one; save it as a .py file first"
     analyzed = analysis.target_named(target_name)

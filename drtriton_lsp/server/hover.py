@@ -8,14 +8,13 @@ from __future__ import annotations
 from lsprotocol import types
 
 from drtriton_lsp.engine.report import to_markdown
-from drtriton_lsp.server.analysis import client_range
-from drtriton_lsp.server.language_server import DrtritonLanguageServer
+from drtriton_lsp.server.language_server import DrtritonLanguageServer, client_range
 
 
 def register(server: DrtritonLanguageServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
-    def text_document_hover(ls: DrtritonLanguageServer, params: types.HoverParams) -> types.Hover | None:
-        found = ls.analysis_of(params.text_document.uri)
+    async def text_document_hover(ls: DrtritonLanguageServer, params: types.HoverParams) -> types.Hover | None:
+        found = await ls.snapshot_of(params.text_document.uri)
         if found is None:
             return None
         document, analysis = found

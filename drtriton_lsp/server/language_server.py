@@ -7,19 +7,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine
 from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
+from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
 
 from drtriton_lsp import __version__
 from drtriton_lsp.engine.report import one_line
-from drtriton_lsp.server.analysis import AnalysisCache, DocumentAnalysis, client_range
+from drtriton_lsp.server.analysis import DocumentAnalysis, DocumentTooLarge
+from drtriton_lsp.server.background_analysis import BackgroundAnalysis
 from drtriton_lsp.server.jobs import JobManager
 from drtriton_lsp.server.results import ResultStore
 from drtriton_lsp.server.settings import Settings
+from drtriton_lsp.source.targets import SourceSpan
 
 logger = logging.getLogger(__name__)
 SOURCE = "drtriton"
@@ -34,21 +37,63 @@ class DrtritonLanguageServer(LanguageServer):
         self.settings = Settings()
         self.initialization_options: Any = None
         self.reported_setting_problems: set[str] = set()
-        self.analyses = AnalysisCache()
+        self.reported_large_documents: set[str] = set()
+        self.analyses = BackgroundAnalysis(self.open_document, self.document_analyzed)
         self.results = ResultStore()
-        self.fusion_hints: dict[str, list[types.Diagnostic]] = {}
+        self.hinted_documents: set[str] = set()  # saved with onSave = hint | search: their fusion hints are shown
+        self.provisional_lenses: set[str] = set()  # lenses answered from a carried-over analysis since the last one
         self.loop: asyncio.AbstractEventLoop | None = None
         self.jobs = JobManager(self)
+        self._background_tasks: set[asyncio.Task] = set()
 
     def open_document(self, uri: str) -> TextDocument | None:
         """The editor's copy of an open document; None for a document the editor has not opened."""
         return self.workspace.text_documents.get(unquote(uri))
 
-    def analysis_of(self, uri: str) -> tuple[TextDocument, DocumentAnalysis] | None:
-        document = self.open_document(uri)
-        if document is None:
-            return None
-        return document, self.analyses.analyze(document)
+    async def snapshot_of(self, uri: str) -> tuple[TextDocument, DocumentAnalysis] | None:
+        """For requests that must answer at once (lenses, hovers, code actions): the newest analysis carried over
+        to the current text, where targets touched by unanalysed edits show no result. Waits only for the first."""
+        while True:
+            document = self.open_document(uri)
+            if document is None:
+                return None
+            analysis = self.analyses.snapshot(document)
+            if analysis is not None:
+                return document, analysis
+            if await self.analyses.current(uri) is None:
+                return None
+
+    async def analysis_of(self, uri: str) -> tuple[TextDocument, DocumentAnalysis] | None:
+        """For commands that act on the text (generate, apply): the analysis of exactly the current version."""
+        return await self.analyses.current(uri)
+
+    def document_analyzed(self, analysis: DocumentAnalysis) -> None:
+        """A fresh analysis: results for changed text are dropped, and what the editor shows is brought up to date."""
+        document = self.open_document(analysis.uri)
+        if document is None or document.version != analysis.version:
+            return  # the user typed on: the analysis of the newer text follows
+        uri = analysis.uri
+        if isinstance(analysis.problem, DocumentTooLarge) and uri not in self.reported_large_documents:
+            self.reported_large_documents.add(uri)
+            self.tell(f"{analysis.problem.message}. {analysis.problem.hint}", types.MessageType.Warning)
+        dropped = self.results.drop_stale(analysis)
+        if dropped:
+            self.publish_diagnostics(uri)
+        if dropped or uri in self.provisional_lenses:
+            self.provisional_lenses.discard(uri)
+            self.refresh_code_lenses()
+
+    def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run `work` on the event loop without waiting for it; held until done (asyncio keeps only weak
+        references to tasks), and a failure is logged rather than lost."""
+        task = asyncio.ensure_future(work)
+        self._background_tasks.add(task)
+        task.add_done_callback(self._background_task_done)
+
+    def _background_task_done(self, task: asyncio.Task) -> None:
+        self._background_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("background work failed", exc_info=task.exception())
 
     def tell(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         """A `window/showMessage` notification: a toast in VS Code, the message area in Neovim."""
@@ -76,23 +121,40 @@ class DrtritonLanguageServer(LanguageServer):
         return bool(value)
 
     def publish_diagnostics(self, uri: str) -> None:
-        """Fusion hints plus one Information diagnostic per target with a current result."""
-        found = self.analysis_of(uri)
-        diagnostics = list(self.fusion_hints.get(uri, []))
-        if found is not None:
-            document, analysis = found
-            lines = document.lines
-            for result in self.results.for_document(analysis):
-                analyzed = analysis.target_named(result.target_name)
-                summary = one_line(result.report) if result.report else f"{result.target_name}: failed · {result.error}"
-                diagnostics.append(
-                    types.Diagnostic(
-                        range=client_range(document, lines, analyzed.target.name_span),
-                        message=summary,
-                        severity=types.DiagnosticSeverity.Information,
-                        source=SOURCE,
-                    )
+        """Publish, once the current text is analysed: fusion hints (after a save with onSave on) plus one
+        Information diagnostic per target with a current result."""
+        self.in_background(self._publish_diagnostics(uri))
+
+    async def _publish_diagnostics(self, uri: str) -> None:
+        found = await self.analysis_of(uri)
+        if found is None:
+            return
+        document, analysis = found
+        if analysis.problem is not None:  # a syntax error mid-typing: the last analysis that parsed, carried over
+            analysis = self.analyses.snapshot(document) or analysis
+        lines = document.lines
+        diagnostics = []
+        if uri in self.hinted_documents:
+            diagnostics += [
+                types.Diagnostic(
+                    range=client_range(document, lines, chain.span),
+                    message=chain.message,
+                    severity=types.DiagnosticSeverity.Hint,
+                    source=SOURCE,
                 )
+                for chain in analysis.fusible_chains
+            ]
+        for result in self.results.for_document(analysis):
+            analyzed = analysis.target_named(result.target_name)
+            summary = one_line(result.report) if result.report else f"{result.target_name}: failed · {result.error}"
+            diagnostics.append(
+                types.Diagnostic(
+                    range=client_range(document, lines, analyzed.target.name_span),
+                    message=summary,
+                    severity=types.DiagnosticSeverity.Information,
+                    source=SOURCE,
+                )
+            )
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
 
     def document_edit(self, document: TextDocument, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
@@ -106,6 +168,18 @@ class DrtritonLanguageServer(LanguageServer):
         """Ask the editor to request lenses again (when it supports `workspace/codeLens/refresh`)."""
         if self.client_supports("workspace", "code_lens", "refresh_support"):
             self.workspace_code_lens_refresh(None)
+
+
+def client_range(document: TextDocument, lines: list[str], span: SourceSpan) -> types.Range:
+    """An engine span (1-based lines, character columns) as an LSP range in the client's position encoding.
+
+    lines: `document.lines`, read once per request (it splits the whole text on every access).
+    """
+    server_range = ServerTextRange(
+        ServerTextPosition(span.start_line - 1, span.start_column),
+        ServerTextPosition(span.end_line - 1, span.end_column),
+    )
+    return document.position_codec.range_to_client_units(lines, server_range)
 
 
 def target_arguments(uri: str, target_name: str) -> list[dict[str, str]]:

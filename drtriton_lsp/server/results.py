@@ -44,7 +44,7 @@ class TargetResult:
 
 
 class ResultStore:
-    """Results by (document URI, target name); a lookup against an analysis drops stale ones."""
+    """Results by (document URI, target name); a result whose target text changed is never handed out."""
 
     def __init__(self) -> None:
         self._results: dict[tuple[str, str], TargetResult] = {}
@@ -53,17 +53,23 @@ class ResultStore:
         self._results[(result.uri, result.target_name)] = result
 
     def current(self, analysis: DocumentAnalysis, target_name: str) -> TargetResult | None:
-        """The result for the target's current text, or None (a result for older text is discarded)."""
+        """The result for the target's text in `analysis`; None when there is none, or the text differs or is
+        not known (an edit the analysis has not caught up with), or a syntax error or rename hides the target."""
         result = self._results.get((analysis.uri, target_name))
-        if result is None:
-            return None
         analyzed = analysis.target_named(target_name)
-        if analyzed is None:
-            return None  # a syntax error or a rename hides the target for now: keep the result
-        if analyzed.text_hash != result.text_hash:
-            del self._results[(analysis.uri, target_name)]
+        if result is None or analyzed is None or analyzed.text_hash != result.text_hash:
             return None
         return result
+
+    def drop_stale(self, analysis: DocumentAnalysis) -> list[str]:
+        """Forget the results whose target's text changed, by a complete analysis; the targets' names."""
+        dropped = []
+        for (uri, target_name), result in list(self._results.items()):
+            analyzed = analysis.target_named(target_name) if uri == analysis.uri else None
+            if analyzed is not None and not analyzed.edited_since_analysis and analyzed.text_hash != result.text_hash:
+                del self._results[(uri, target_name)]
+                dropped.append(target_name)
+        return dropped
 
     def for_document(self, analysis: DocumentAnalysis) -> list[TargetResult]:
         found = (self.current(analysis, analyzed.target.name) for analyzed in analysis.targets)

@@ -23,7 +23,7 @@ def register(server: DrtritonLanguageServer) -> None:
     @server.command(SHOW_REPORT)
     async def show_report(ls: DrtritonLanguageServer, *arguments: Any) -> dict[str, Any]:
         target = target_from_arguments(arguments)
-        found = ls.analysis_of(target[0]) if target is not None else None
+        found = await ls.analysis_of(target[0]) if target is not None else None
         result = ls.results.current(found[1], target[1]) if found is not None else None
         if result is None:
             message = "no report for this target yet; run 'drtriton: Generate Triton kernel' first"

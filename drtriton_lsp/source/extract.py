@@ -22,6 +22,7 @@ else to the only nn.Module target, else to the only target.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 
@@ -258,7 +259,9 @@ def _empty_init_inputs(parsed: ParsedFile, located: LocatedTarget, what_to_add: 
     )
 
 
+@functools.lru_cache(maxsize=4)
 def _example_input_functions(parsed: ParsedFile) -> dict[str, TopLevelStatement]:
+    """get_inputs/get_init_inputs defined in the file (cached with the parse: asked once per target)."""
     functions = {}
     for statement in parsed.statements:
         for name in EXAMPLE_INPUT_FUNCTIONS:

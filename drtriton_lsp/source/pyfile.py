@@ -188,7 +188,10 @@ def parse_file(source: str, path: str | None = None) -> ParsedFile:
     except SyntaxError as error:
         line = error.lineno or 1
         column = error.offset or 1
-        snippet = (error.text or "").strip()
+        # Not error.text: for a path that exists, Python quotes the file on disk, not the text being parsed
+        # (an editor's unsaved buffer).
+        source_lines = source.splitlines()
+        snippet = (source_lines[line - 1] if line <= len(source_lines) else error.text or "").strip()
         where = f"`{snippet}` (line {line})" if snippet else f"line {line}"
         raise SourceError(
             f"{path or 'The file'} has a syntax error at line {line}, column {column}: {error.msg}",

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
+from lsp_helpers import EDITORS, TEST_SETTINGS
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-EDITORS = ("visual-studio-code", "neovim")
-TEST_SETTINGS = {"device": "cpu", "trials": 2}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -37,6 +36,14 @@ async def client(request, lsp_client: LanguageClient):
     def workspace_apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         lsp_client.applied_edits.append(params)
         return types.ApplyWorkspaceEditResult(applied=True)
+
+    lsp_client.message_requests = []
+    lsp_client.message_request_choice = None  # the action title a test clicks; None dismisses the message
+
+    @lsp_client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    def window_show_message_request(params: types.ShowMessageRequestParams) -> types.MessageActionItem | None:
+        lsp_client.message_requests.append(params)
+        return next((action for action in params.actions or [] if action.title == lsp_client.message_request_choice), None)
 
     lsp_client.code_lens_refreshes = 0
 

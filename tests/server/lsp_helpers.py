@@ -12,6 +12,9 @@ from pathlib import Path
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
+EDITORS = ("visual-studio-code", "neovim")
+TEST_SETTINGS = {"device": "cpu", "trials": 2}
+
 
 def open_file(client: LanguageClient, path: Path, text: str | None = None) -> str:
     uri = path.as_uri()
@@ -31,6 +34,18 @@ def change_file(client: LanguageClient, uri: str, version: int, text: str) -> No
             content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
         )
     )
+
+
+def save_file(client: LanguageClient, uri: str) -> None:
+    client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+
+
+def push_settings(client: LanguageClient, **changes) -> None:
+    """The test settings with `changes`, pushed with `workspace/didChangeConfiguration`; the client answers
+    `workspace/configuration` with the same (the server's pull after `initialized` may come later)."""
+    settings = {**TEST_SETTINGS, **changes}
+    client.set_configuration(settings, section="drtriton")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"drtriton": settings}))
 
 
 async def execute(client: LanguageClient, command: str, *arguments):
@@ -55,6 +70,20 @@ async def wait_for_job_end(client: LanguageClient, token: str, timeout_s: float 
         return next((report for report in reports if isinstance(report, types.WorkDoneProgressEnd)), None)
 
     return await wait_until(ended, timeout_s, f"the end of progress {token}")
+
+
+async def code_actions(
+    client: LanguageClient, uri: str, line: int, trigger: types.CodeActionTriggerKind = types.CodeActionTriggerKind.Invoked
+) -> list[types.CodeAction]:
+    """The actions at column 4 of `line`: Invoked as by Ctrl+. (VS Code) or code_action() (Neovim); Automatic
+    as by VS Code's light bulb, which asks on every cursor move."""
+    return await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(types.Position(line, 4), types.Position(line, 4)),
+            context=types.CodeActionContext(diagnostics=[], trigger_kind=trigger),
+        )
+    ) or []
 
 
 async def code_lenses(client: LanguageClient, uri: str) -> list[types.CodeLens]:

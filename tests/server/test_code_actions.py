@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from lsp_helpers import change_file, document_edits, open_file
+from lsp_helpers import change_file, code_actions, document_edits, open_file
 from lsprotocol import types
 
 from drtriton_lsp.source.extract import targets_with_inputs
@@ -24,16 +24,6 @@ class Gate(nn.Module):
     def forward(self, x):
         return torch.sigmoid(x * self.scale) * x
 """
-
-
-async def code_actions(client, uri: str, line: int) -> list[types.CodeAction]:
-    return await client.text_document_code_action_async(
-        types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            range=types.Range(types.Position(line, 4), types.Position(line, 4)),
-            context=types.CodeActionContext(diagnostics=[]),
-        )
-    ) or []
 
 
 async def test_actions_listed_instantly_inside_a_target(client, example_file):
@@ -70,5 +60,9 @@ async def test_quick_fix_inserts_the_pragma_the_error_suggests(client, tmp_path)
     (entry,) = targets_with_inputs(fixed, str(path))
     assert entry.inputs_from == "pragma"
     change_file(client, uri, 2, fixed)
+    # The light bulb's instant answer knows Gate was edited: no quick fix from the old inputs (a second pragma).
+    at_once = await code_actions(client, uri, 12, types.CodeActionTriggerKind.Automatic)
+    assert [action.title for action in at_once] == ["drtriton: Generate Triton kernel for Gate"]
+    # Asked for, the menu waits for the analysis of the new text, which finds the pragma.
     after = await code_actions(client, uri, 12)
-    assert [action.kind for action in after] == [types.CodeActionKind.RefactorRewrite]
+    assert [action.title for action in after] == ["drtriton: Generate Triton kernel for Gate"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from lsp_helpers import code_lenses, document_edits, execute, open_file, wait_for_job_end, wait_until
+from lsp_helpers import change_file, code_lenses, document_edits, execute, open_file, wait_for_job_end, wait_until
 from lsprotocol import types
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -51,3 +51,15 @@ async def test_generate_verifies_and_apply_writes_one_versioned_edit(client, exa
     new_lines = "".join(edit.new_text for edit in edits)
     assert "@drtriton_dispatch(" in new_lines and "@triton.jit" in new_lines
     assert "class ScaledActivation" not in new_lines  # only insertions: the user's lines stay untouched
+
+    # An edit inside the target: its result is not shown for the new text, not even before the new analysis.
+    change_file(client, uri, 2, path.read_text().replace("/ 1.5", "/ 2.5"))
+    assert [lens.command.title for lens in await code_lenses(client, uri)] == ["Generate Triton kernel"]
+    hover = await client.text_document_hover_async(
+        types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(12, 8))
+    )
+    assert hover is None
+    information = types.DiagnosticSeverity.Information
+    await wait_until(
+        lambda: all(d.severity != information for d in client.diagnostics[uri]), 10, "the result's diagnostic to go"
+    )

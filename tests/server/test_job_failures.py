@@ -1,10 +1,24 @@
-"""Jobs that do not end well: cancelled, a crashing worker, and an edit made while the job ran."""
+"""Jobs that do not end well: cancelled, a crashing worker, no GPU, unsupported ops, an edit made while the job ran.
+
+Each must end with a clear message, and the server must keep serving.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psutil
 import pytest
-from lsp_helpers import change_file, code_lenses, execute, open_file, wait_for_job_end, wait_until
+from lsp_helpers import (
+    change_file,
+    code_lenses,
+    document_edits,
+    execute,
+    open_file,
+    push_settings,
+    wait_for_job_end,
+    wait_until,
+)
 from lsprotocol import types
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -23,6 +37,17 @@ class Crashes(nn.Module):
 
     def forward(self, x):
         return torch.relu(x) * 2.0
+"""
+
+
+ONLY_UNSUPPORTED_OPS = """import torch
+import torch.nn as nn
+
+
+# drtriton: inputs = [torch.randn(4, 16)]
+class SortedRows(nn.Module):
+    def forward(self, x):
+        return torch.sort(x, dim=-1).values
 """
 
 
@@ -62,7 +87,7 @@ async def test_worker_crash_is_a_clear_message_and_the_server_keeps_serving(clie
     assert worker_processes(client) == []
 
 
-async def test_apply_refuses_after_an_edit_made_during_the_job(client, example_file):
+async def test_apply_refuses_after_an_edit_made_during_the_job_and_offers_to_rerun(client, example_file):
     path = example_file()
     uri = open_file(client, path)
     target = {"uri": uri, "target": "ScaledActivation"}
@@ -71,10 +96,49 @@ async def test_apply_refuses_after_an_edit_made_during_the_job(client, example_f
 
     end = await wait_for_job_end(client, started["token"])
     assert end.message.startswith("ScaledActivation: verified")
+    client.message_request_choice = "Re-run generate"
     answer = await execute(client, "drtriton.apply", target)
 
     assert answer["applied"] is False
     assert "the file changed since the job read it (version 1, now 2)" in answer["message"]
     assert client.applied_edits == []
-    warnings = [m.message for m in client.messages if m.type == types.MessageType.Warning]
-    assert warnings == [f"drtriton: {answer['message']}"]
+    (offer,) = await wait_until(lambda: client.message_requests, 5, "the offer to re-run")
+    assert offer.type == types.MessageType.Warning and offer.message == f"drtriton: {answer['message']}"
+    assert [action.title for action in offer.actions] == ["Re-run generate"]
+
+    token = await wait_until(lambda: [t for t in client.progress_reports if t != started["token"]], 10, "the re-run")
+    assert (await wait_for_job_end(client, token[0])).message.startswith("ScaledActivation: verified")
+    assert await execute(client, "drtriton.apply", target) == {"applied": True}
+    version, _ = document_edits(client, client.applied_edits[0].edit, uri)
+    assert version in (2, None)
+
+
+@pytest.mark.skipif(Path("/dev/nvidiactl").exists(), reason="needs a machine without an NVIDIA GPU")
+async def test_device_cuda_without_a_gpu_fails_the_job_clearly(client, example_file):
+    push_settings(client, device="cuda")
+    uri = open_file(client, example_file())
+    started = await execute(client, "drtriton.generate", {"uri": uri, "target": "ScaledActivation"})
+
+    end = await wait_for_job_end(client, started["token"], timeout_s=60)
+    assert end.message == "--device cuda was asked for, but the worker sees no CUDA GPU"
+    errors = [m.message for m in client.messages if m.type == types.MessageType.Error]
+    assert errors == [f"drtriton: ScaledActivation: {end.message}"]
+    hint = [m.message for m in client.log_messages if m.type == types.MessageType.Error]
+    assert hint == [f"drtriton: ScaledActivation: {end.message}\nrun with --device cpu (verification under the Triton interpreter) or on a machine with a GPU"]
+    (lens,) = await code_lenses(client, uri)
+    assert lens.command.title == f"failed: {end.message}"
+
+
+async def test_target_of_unsupported_ops_gets_a_report_saying_nothing_was_generated(client, tmp_path):
+    path = tmp_path / "sorted_rows.py"
+    path.write_text(ONLY_UNSUPPORTED_OPS)
+    uri = open_file(client, path)
+    started = await execute(client, "drtriton.generate", {"uri": uri, "target": "SortedRows"})
+
+    end = await wait_for_job_end(client, started["token"], timeout_s=120)
+    # The middle says why, in the compiler's words (they change as it learns ops).
+    assert end.message.startswith("SortedRows: no_candidate · ") and end.message.endswith("every op stays in PyTorch")
+    titles = [lens.command.title for lens in await code_lenses(client, uri)]
+    assert titles == [end.message.removeprefix("SortedRows: ")]  # no Apply
+    report = await execute(client, "drtriton.showReport", {"uri": uri, "target": "SortedRows"})
+    assert "aten.sort" in report["markdown"]

@@ -210,6 +210,18 @@ def test_syntax_error_names_line_column_and_fix():
     assert error.hint == "Fix the syntax error at `return torch.relu(x` (line 5), then run again."
 
 
+def test_syntax_error_quotes_the_text_parsed_not_the_file_on_disk(tmp_path):
+    """An editor's unsaved buffer differs from the saved file; Python's own message quotes the file."""
+    path = tmp_path / "user.py"
+    path.write_text("import torch\n\n\ndef fine(x):\n    return torch.relu(x)\n")
+    buffer = path.read_text().replace("torch.relu(x)", "torch.relu(x")
+
+    with pytest.raises(SourceError) as raised:
+        find_targets(buffer, str(path))
+
+    assert raised.value.hint == "Fix the syntax error at `return torch.relu(x` (line 5), then run again."
+
+
 def test_three_thousand_lines_parse_quickly():
     block = textwrap.dedent(
         """\
