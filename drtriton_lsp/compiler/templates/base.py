@@ -7,11 +7,37 @@ anchor op the template claims; the template renders the group from a `KernelPlan
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode
 from drtriton_lsp.compiler.names import NameScope
+
+
+# the size default parameters assume for a free dimension without an example value (capture records
+# one for every symbol, so this is only a fallback)
+UNKNOWN_SIZE = 1024
+
+
+def example_size(size: Dim, graph: OpGraph) -> int:
+    """A dimension's size in the example inputs: itself when fixed, its symbol's example value when free."""
+    return size if isinstance(size, int) else graph.symbol_hints.get(size, UNKNOWN_SIZE)
+
+
+def example_extent(sizes, graph: OpGraph) -> int:
+    """The product of `sizes` in the example inputs."""
+    return math.prod(example_size(size, graph) for size in sizes)
+
+
+def next_power_of_two(value: int) -> int:
+    """The smallest power of two at or above `value` (1 for 0 and 1)."""
+    return 1 << max(value - 1, 0).bit_length()
+
+
+def is_finite_number(value: Any) -> bool:
+    """An int or float argument (not a bool) that a kernel can spell as a literal."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ A reduction to a scalar is deterministic: one program adds everything, or a seco
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -18,6 +17,9 @@ from drtriton_lsp.compiler.templates.base import (
     RenderContext,
     Template,
     choice,
+    example_extent,
+    is_finite_number,
+    next_power_of_two,
     power_of_two,
 )
 from drtriton_lsp.compiler.templates.pointwise import (
@@ -32,8 +34,6 @@ from drtriton_lsp.compiler.templates.pointwise import (
 REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 NEGATIVE_INFINITY = 'float("-inf")'
 NOT_A_NUMBER = 'float("nan")'
-# the size assumed for a symbolic dim that has no example value
-UNKNOWN_SIZE = 1024
 # partial sums the finishing kernel adds per step: there are few, and one program adds them all
 FINISH_BLOCK = 1024
 # H200 streaming multiprocessors: defaults keep at least two programs per SM busy where rows allow
@@ -111,10 +111,6 @@ def _tensor(bound: dict[str, Any], name: str) -> str | None:
     return value["ref"] if isinstance(value, dict) and "ref" in value else None
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _same_float_dtype(node: OpNode, graph: OpGraph, values: list[str]) -> bool:
     """The op returns one tensor and every operand has its float dtype (no type promotion involved)."""
     if len(node.outputs) != 1 or node.spec.dtype not in FUSIBLE_DTYPES:
@@ -131,7 +127,7 @@ def _elementwise_loss(kind: str, roles: tuple[str, ...], optional: tuple[str, ..
         if any(value is None for _, value in operands) or not _same_float_dtype(node, graph, [v for _, v in operands]):
             return None
         scalars = tuple((name, bound[name]) for name in options)
-        if not all(_finite(value) or isinstance(value, bool) for _, value in scalars):
+        if not all(is_finite_number(value) or isinstance(value, bool) for _, value in scalars):
             return None
         domain = broadcast_shape([graph.spec_of(value).shape for _, value in operands])
         reduction = bound["reduction"]
@@ -193,7 +189,7 @@ def _class_loss(kind: str):
 
 def _norm_order(p: Any) -> bool:
     """Orders of at::norm computed here: any finite p > 0 (p = 0 and inf count and compare instead)."""
-    return _finite(p) and p > 0
+    return is_finite_number(p) and p > 0
 
 
 def _cosine_similarity(node: OpNode, graph: OpGraph, bound: dict[str, Any]) -> Loss | None:
@@ -202,7 +198,7 @@ def _cosine_similarity(node: OpNode, graph: OpGraph, bound: dict[str, Any]) -> L
         return None
     domain = broadcast_shape([graph.spec_of(first).shape, graph.spec_of(second).shape])
     dim, eps = bound["dim"], bound["eps"]
-    if domain is None or not domain or not _finite(eps):
+    if domain is None or not domain or not is_finite_number(eps):
         return None
     if not isinstance(dim, int) or not -len(domain) <= dim < len(domain):
         return None
@@ -217,7 +213,7 @@ def _pairwise_distance(node: OpNode, graph: OpGraph, bound: dict[str, Any]) -> L
         return None
     domain = broadcast_shape([graph.spec_of(first).shape, graph.spec_of(second).shape])
     p, eps = bound["p"], bound["eps"]
-    if domain is None or not domain or bound["keepdim"] or not _norm_order(p) or not _finite(eps):
+    if domain is None or not domain or bound["keepdim"] or not _norm_order(p) or not is_finite_number(eps):
         return None
     options = (("p", float(p)), ("eps", eps))
     loss = Loss("pairwise_distance", "rows", (("x1", first), ("x2", second)), 0, domain, len(domain) - 1, options)
@@ -234,7 +230,7 @@ def _triplet_margin(node: OpNode, graph: OpGraph, bound: dict[str, Any]) -> Loss
     margin, p, eps, swap, reduction = (bound[name] for name in ("margin", "p", "eps", "swap", "reduction"))
     if domain is None or len({len(shape) for shape in shapes}) != 1 or len(domain) not in (1, 2):
         return None
-    if not (_finite(margin) and _norm_order(p) and _finite(eps) and isinstance(swap, bool)) or reduction not in REDUCTIONS:
+    if not (is_finite_number(margin) and _norm_order(p) and is_finite_number(eps) and isinstance(swap, bool)) or reduction not in REDUCTIONS:
         return None
     options = (("margin", margin), ("p", float(p)), ("eps", eps), ("swap", swap))
     loss = Loss("triplet_margin", "rows", tuple(zip(roles, values)), reduction, domain, len(domain) - 1, options)
@@ -414,17 +410,6 @@ def {name}(x):
 '''
 
 
-def _example_size(sizes, graph: OpGraph) -> int:
-    total = 1
-    for size in sizes:
-        total *= size if isinstance(size, int) else graph.symbol_hints.get(size, UNKNOWN_SIZE)
-    return total
-
-
-def _next_power_of_two(value: int) -> int:
-    return 1 << max(value - 1, 0).bit_length()
-
-
 class LossTemplate(Template):
     """Loss functions: a loss per element (or per row), then PyTorch's reduction, in one or two launches."""
 
@@ -449,17 +434,17 @@ class LossTemplate(Template):
     def default_parameters(self, plan: KernelPlan, graph: OpGraph) -> dict[str, Any]:
         node = next(node for node in graph.nodes if node.name == plan.anchor)
         loss = loss_of(node, graph)
-        positions = _example_size(loss.positions, graph)
+        positions = example_extent(loss.positions, graph)
         folded = 1 if loss.family == "elementwise" or loss.kind == "nll" else loss.domain[loss.reduced_dim]
         # elements read: one program adds them all while that stays small, else each block writes a partial sum
-        work = positions * _example_size([folded], graph)
+        work = positions * example_extent([folded], graph)
         strategy = "single" if work <= SINGLE_PROGRAM_LIMIT else "partials"
         if loss.family == "elementwise":
             return {"reduction": strategy, "block": 1024, "columns": 1, "warps": 4}
         if loss.kind == "nll":
             # one gathered element per row: rows are the whole tile
             return {"reduction": strategy, "block": 256, "columns": 1, "warps": 4}
-        width = min(1024, _next_power_of_two(_example_size([folded], graph)))
+        width = min(1024, next_power_of_two(example_extent([folded], graph)))
         rows = max(1, TILE_ELEMENTS // width)
         # fewer rows per program where there are too few rows to keep every SM busy
         while rows > 1 and -(-positions // rows) < 2 * STREAMING_MULTIPROCESSORS:

@@ -21,6 +21,7 @@ from drtriton_lsp.compiler.templates.base import (
     RenderContext,
     Template,
     choice,
+    example_size,
     power_of_two,
     tile,
 )
@@ -37,8 +38,6 @@ from drtriton_lsp.compiler.templates.pointwise import (
 H200_SMS = 132
 # characters per line of a kernel's docstring text
 DOCSTRING_WIDTH = 100
-# what a symbolic size is taken to be when the graph has no example value for it
-UNKNOWN_SIZE = 1024
 # names the kernel body spells literally; taken first, so a graph value with one of them is renamed
 KERNEL_NAMES = (
     "pid", "tiles_m", "tiles_n", "tiles_per_batch", "tiles_in_group", "first_tile_m", "group_rows",
@@ -246,10 +245,10 @@ class ProblemSize:
 
 
 def problem_size(node: OpNode, form: MatmulForm, graph: OpGraph) -> ProblemSize:
-    """The product's sizes, reading a symbol as its example value (UNKNOWN_SIZE where there is none)."""
+    """The product's sizes, reading a symbol as its example value (see example_size)."""
 
     def size(dim: Dim) -> int:
-        return dim if isinstance(dim, int) else graph.symbol_hints.get(dim, UNKNOWN_SIZE)
+        return example_size(dim, graph)
 
     shape = node.spec.shape
     left_shape = _permuted(graph.spec_of(form.left).shape, form.left_order)

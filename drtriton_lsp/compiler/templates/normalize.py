@@ -18,6 +18,9 @@ from drtriton_lsp.compiler.templates.base import (
     ParameterSpec,
     RenderContext,
     Template,
+    example_size,
+    is_finite_number,
+    next_power_of_two,
     power_of_two,
 )
 from drtriton_lsp.compiler.templates.pointwise import (
@@ -46,8 +49,6 @@ FAMILIES = {
 RMS_NORM_DEFAULT_EPS = 2.0**-23
 # streaming multiprocessors of an NVIDIA H200: fewer programs than a few per SM leave SMs idle
 H200_SMS = 132
-# what a symbolic size is taken to be when the graph has no example value for it
-UNKNOWN_SIZE = 1024
 # Defaults, measured on an H200 (torch 2.11, triton 3.6; float16 and float32 rows of 768 to 65536):
 # the longest padded row one program holds in registers; longer rows loop in chunks of LOOP_CHUNK
 SINGLE_PASS_LIMIT = 32768
@@ -216,7 +217,7 @@ def _trailing_norm(family: str, bound: dict[str, Any], source: str, domain: tupl
         eps = RMS_NORM_DEFAULT_EPS
     weight, bias = bound.get("weight"), bound.get("bias")
     weights = [_tensor_reference(value, graph) for value in (weight, bias) if value is not None]
-    if None in weights or not _finite(eps):
+    if None in weights or not is_finite_number(eps):
         return None
     layout = RowLayout.over(domain, range(len(domain) - len(shape["list"]), len(domain)))
     statistics = "mean_variance" if family == "layer_norm" else "mean_square"
@@ -235,7 +236,7 @@ def _group_norm(bound: dict[str, Any], source: str, domain: tuple[Dim, ...], gra
     weight, bias = bound["weight"], bound["bias"]
     if any(value is not None and _tensor_reference(value, graph) is None for value in (weight, bias)):
         return None
-    if not _finite(bound["eps"]):
+    if not is_finite_number(bound["eps"]):
         return None
     return Normalization(
         "mean_variance", source, domain, RowLayout.grouped(domain, groups), float(bound["eps"]),
@@ -260,7 +261,7 @@ def _channel_norm(family: str, bound: dict[str, Any], source: str, domain: tuple
         if bound["training"] is not False or not has_running or len(domain) < 2:
             return None
         use_batch_statistics = False
-    if not _finite(bound["eps"]):
+    if not is_finite_number(bound["eps"]):
         return None
     references = {name: _tensor_reference(value, graph) for name, value in tensors.items()}
     columns = range(2, len(domain)) if len(domain) > 2 else (1,)
@@ -280,17 +281,9 @@ def _tensor_reference(value: Any, graph: OpGraph) -> str | None:
     return value["ref"] if spec is not None and spec.dtype in FUSIBLE_DTYPES else None
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _is_tensor(graph: OpGraph, value: str) -> bool:
     spec = graph.spec_of(value)
     return spec is not None and spec.dtype in READABLE_DTYPES
-
-
-def _next_power_of_two(value: int) -> int:
-    return 1 << max(value - 1, 0).bit_length()
 
 
 def _external_reads(graph: OpGraph, members: Sequence[str], computed: set[str]) -> list[str]:
@@ -331,14 +324,14 @@ class NormalizeTemplate(Template):
         hints = [_size_hint(normalization, dim, graph) for dim in range(len(layout.virtual_shape))]
         row_length = math.prod(hints[dim] for dim in layout.column_dims)
         n_rows = math.prod(hints[dim] for dim in layout.row_dims)
-        padded = _next_power_of_two(row_length)
+        padded = next_power_of_two(row_length)
         if padded > (SINGLE_PASS_LIMIT if layout.groups is None else GROUPED_SINGLE_PASS_LIMIT):
             return {"strategy": f"loop{LOOP_CHUNK}", "rows": 1, "warps": LOOP_WARPS}
         rows = 1
         # short rows: several per program, as long as every SM still gets a couple of programs
         while rows < 128 and rows * padded < TILE_ELEMENTS and n_rows >= rows * 4 * H200_SMS:
             rows *= 2
-        warps = min(16, _next_power_of_two(max(1, rows * padded // (32 * ELEMENTS_PER_THREAD))))
+        warps = min(16, next_power_of_two(max(1, rows * padded // (32 * ELEMENTS_PER_THREAD))))
         return {"strategy": "single", "rows": rows, "warps": warps}
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
@@ -355,8 +348,8 @@ def _size_hint(normalization: Normalization, dim: int, graph: OpGraph) -> int:
         return size
     if layout.groups is not None and dim == 2:
         channels = normalization.domain[1]
-        return max(1, graph.symbol_hints.get(channels, UNKNOWN_SIZE) // layout.groups)
-    return graph.symbol_hints.get(size, UNKNOWN_SIZE)
+        return max(1, example_size(channels, graph) // layout.groups)
+    return example_size(size, graph)
 
 
 class NormalizeKernel:
@@ -810,7 +803,7 @@ class NormalizeKernel:
             return ["# columns per loop step", f"{block} = {self.chunk}"]
         static_length = sizes.static_product(self.layout.column_dims)
         if static_length is not None:
-            padded = _next_power_of_two(static_length)
+            padded = next_power_of_two(static_length)
             return [f"# whole rows: {static_length} columns, padded to a power of two", f"{block} = {padded}"]
         return ["# whole rows, padded to a power of two", f"{block} = triton.next_power_of_2({row_length})"]
 

@@ -17,7 +17,7 @@ from drtriton_lsp.compiler.elementwise import (
     TensorOperand,
     bind_arguments,
 )
-from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode, TensorSpec
+from drtriton_lsp.compiler.graph import Dim, OpGraph, TensorSpec
 from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.templates.base import KernelPlan, RenderContext, Template, power_of_two
 

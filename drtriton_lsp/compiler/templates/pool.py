@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from drtriton_lsp.compiler.elementwise import FUSIBLE_DTYPES, TRITON_DTYPES, bind_arguments
-from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode
+from drtriton_lsp.compiler.graph import OpGraph, OpNode
 from drtriton_lsp.compiler.partition import group_inputs
 from drtriton_lsp.compiler.templates.base import (
     AnchorShape,
@@ -18,6 +18,8 @@ from drtriton_lsp.compiler.templates.base import (
     RenderContext,
     Template,
     choice,
+    example_size,
+    next_power_of_two,
     power_of_two,
 )
 from drtriton_lsp.compiler.templates.pointwise import (
@@ -58,8 +60,6 @@ GLOBAL_MEAN_OPS = (
 SPATIAL_NAMES = {1: ("length",), 2: ("height", "width"), 3: ("depth", "height", "width")}
 # window positions from which the default reads a tile of windows x positions instead of walking each window
 TILED_WINDOW_LIMIT = 64
-# the size assumed for a symbolic dim that has no example value
-UNKNOWN_SIZE = 64
 # an int64 index larger than any input position: loses every "first position" minimum
 NO_POSITION = "9223372036854775807"
 NEGATIVE_INFINITY = 'float("-inf")'
@@ -173,14 +173,6 @@ def pool_window_of(node: OpNode, graph: OpGraph) -> PoolWindow | None:
     )
 
 
-def _example_size(size: Dim, graph: OpGraph) -> int:
-    return size if isinstance(size, int) else graph.symbol_hints.get(size, UNKNOWN_SIZE)
-
-
-def _next_power_of_two(value: int) -> int:
-    return 1 << max(value - 1, 0).bit_length()
-
-
 class PoolTemplate(Template):
     """Pooling windows over the last 1-3 dims: one output element per lane, its window read through strides."""
 
@@ -206,7 +198,7 @@ class PoolTemplate(Template):
         if window.adaptive:
             input_shape = graph.spec_of(window.source).shape[-window.spatial:]
             positions = math.prod(
-                -(-_example_size(size, graph) // output) for size, output in zip(input_shape, window.output_size)
+                -(-example_size(size, graph) // output) for size, output in zip(input_shape, window.output_size)
             )
         else:
             positions = math.prod(window.kernel)
@@ -214,7 +206,7 @@ class PoolTemplate(Template):
             # small windows: each lane walks its own, and neighbouring lanes read neighbouring inputs
             return {"strategy": "direct", "block": 256, "window": 16, "warps": 4}
         # large windows (global pooling): a tile keeps 4096 loads in flight, contiguous along the window
-        width = min(1024, _next_power_of_two(positions))
+        width = min(1024, next_power_of_two(positions))
         return {"strategy": "tiled", "block": max(1, 4096 // width), "window": width, "warps": 4}
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:

@@ -19,6 +19,9 @@ from drtriton_lsp.compiler.templates.base import (
     RenderContext,
     Template,
     choice,
+    example_extent,
+    is_finite_number,
+    next_power_of_two,
     power_of_two,
 )
 from drtriton_lsp.compiler.templates.pointwise import (
@@ -41,8 +44,6 @@ STRIDED_ROWS = 32
 STRIDED_BLOCK = 64
 # at most this many programs share one row (their partial results fit one tile of the second kernel)
 MAX_SPLITS = 256
-# the size assumed for a symbolic dim that has no example value
-UNKNOWN_SIZE = 1024
 NEGATIVE_INFINITY = 'float("-inf")'
 POSITIVE_INFINITY = 'float("inf")'
 PROPAGATE_NAN = "propagate_nan=tl.PropagateNan.ALL"
@@ -128,10 +129,6 @@ def _result_dtype(bound: dict[str, Any], input_dtype: str) -> str | None:
     return name if name in (input_dtype, "float32") else None
 
 
-def _finite_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _plain(combine: str, finish: str | None = None) -> Callable[[dict[str, Any], int, str], Reduction | None]:
     """Reader for sum/mean/prod/amax/amin/logsumexp-like overloads: `dim` (absent: all), `keepdim`."""
 
@@ -165,7 +162,7 @@ def _moments(finish: str) -> Callable[[dict[str, Any], int, str], Reduction | No
             correction = 1.0 if bound["unbiased"] else 0.0
         else:
             correction = 1.0 if bound["correction"] is None else bound["correction"]
-        if dims is None or not _finite_number(correction):
+        if dims is None or not is_finite_number(correction):
             return None
         return Reduction(source, dims, bool(bound["keepdim"]), "moments", finish=finish, correction=float(correction))
 
@@ -277,18 +274,6 @@ def reduced_shape(shape: tuple[Dim, ...], dims: tuple[int, ...], keepdim: bool) 
     return tuple(size for dim, size in enumerate(shape) if dim not in dims)
 
 
-def _example_extent(sizes, graph: OpGraph) -> int:
-    """The product of `sizes` at the example inputs (symbols at their capture values)."""
-    extent = 1
-    for size in sizes:
-        extent *= size if isinstance(size, int) else graph.symbol_hints.get(size, UNKNOWN_SIZE)
-    return extent
-
-
-def _next_power_of_two(value: int) -> int:
-    return 1 << max(value - 1, 0).bit_length()
-
-
 def _tiling(graph: OpGraph, domain: tuple[Dim, ...], dims: tuple[int, ...], *, may_split: bool) -> dict[str, Any]:
     """Default strategy, block, rows, warps (and splits) for folding `dims` of `domain` (rows: the other dims).
 
@@ -297,10 +282,10 @@ def _tiling(graph: OpGraph, domain: tuple[Dim, ...], dims: tuple[int, ...], *, m
     adjacent in memory, so a program keeps 32 rows (a 128-byte line of float32 per load) with a
     narrow block. Still too few programs: several share each row (split), where the template can.
     """
-    folded = _example_extent([domain[dim] for dim in dims], graph)
-    row_total = _example_extent([size for dim, size in enumerate(domain) if dim not in dims], graph)
+    folded = example_extent([domain[dim] for dim in dims], graph)
+    row_total = example_extent([size for dim, size in enumerate(domain) if dim not in dims], graph)
     varying = [dim for dim, size in enumerate(domain) if size != 1]
-    width = _next_power_of_two(folded)
+    width = next_power_of_two(folded)
     target = 2 * STREAMING_MULTIPROCESSORS
     if not varying or varying[-1] in dims:
         block = max(16, min(width, SINGLE_BLOCK_LIMIT))
