@@ -90,3 +90,17 @@ def test_static_checks_reject_without_running(source, reason):
 
 def test_static_checks_accept_a_plain_candidate():
     assert static_rejection((VERIFY_FIXTURES / "good.py").read_text()) is None
+
+
+@pytest.mark.slow
+def test_a_size_the_reference_itself_rejects_is_skipped_not_blamed_on_the_candidate():
+    verdict = verify_candidate(
+        Task.from_file(VERIFY_FIXTURES / "task_index_into_output.py"),
+        (VERIFY_FIXTURES / "index_into_output.py").read_text(),
+        device="cpu",
+        runner=LocalRunner(),
+        trials=2,
+    )
+    assert verdict.verified, verdict.explanation
+    assert verdict.checks["odd_shapes"].startswith("skipped where the reference itself cannot run")
+    assert "IndexError" in verdict.checks["odd_shapes"]
