@@ -91,20 +91,40 @@ def default_schedule(graph: OpGraph) -> Schedule:
     readers = graph.users()
     nodes = {node.name: node for node in graph.nodes}
     scheduled = [node for node in graph.nodes if node.name not in roles.dropped]
+
+    def default_role(node: OpNode) -> Role:
+        role = roles.roles[node.name]
+        # the op of a template kept by default stays a PyTorch call until a script or a search picks it
+        return None if isinstance(role, Anchored) and TEMPLATES[role.template].kept_by_default else role
+
     steps: list[KernelLine | KeepLine] = []
-    for step in partition_graph(
-        scheduled, lambda node: roles.roles[node.name], is_mutating, readers, roles.implied
-    ):
+    for step in partition_graph(scheduled, default_role, is_mutating, readers, roles.implied):
         if not isinstance(step, GroupStep):
             steps.append(KeepLine(step.node))
             continue
         if not group_outputs(readers, step.members):
             continue  # nothing reads these values, so there is nothing to compute
-        template = TEMPLATES[step.template]
-        plan = _plan(graph, nodes, roles, readers, template.name, step.members, {}, "", "")
-        params = template.default_parameters(plan, graph)
-        steps.append(KernelLine(template.name, step.members, tuple((spec.name, params[spec.name]) for spec in template.parameters)))
+        steps.append(_default_line(graph, nodes, roles, readers, step.template, step.members))
     return Schedule(tuple(steps))
+
+
+def default_kernel_line(
+    graph: OpGraph, template_name: str, members: tuple[str, ...], roles: GraphRoles | None = None
+) -> KernelLine:
+    """`members` (in graph order) as one kernel of the template, with its default parameters.
+
+    roles: `classify(graph)`, when the caller has it. Raises ScheduleError when the template cannot
+    compute the members as one kernel.
+    """
+    nodes = {node.name: node for node in graph.nodes}
+    return _default_line(graph, nodes, roles or classify(graph), graph.users(), template_name, members)
+
+
+def _default_line(graph, nodes, roles, readers, template_name, members) -> KernelLine:
+    template = TEMPLATES[template_name]
+    plan = _plan(graph, nodes, roles, readers, template_name, members, {}, "", "")
+    params = template.default_parameters(plan, graph)
+    return KernelLine(template_name, tuple(members), tuple((spec.name, params[spec.name]) for spec in template.parameters))
 
 
 def lower_schedule(graph: OpGraph, schedule: Schedule, prefix: str, module_scope: NameScope) -> list[KernelPlan | KeptOp]:
@@ -239,7 +259,11 @@ def _plan(graph, nodes, roles, readers, template_name, members, params, prefix, 
         anchor = anchors[0]
         role = roles.roles[anchor]
         if not isinstance(role, Anchored) or role.template != template_name:
-            raise fail(f"{anchor} ({nodes[anchor].op}) cannot be computed by this template", "keep it in PyTorch")
+            reason = TEMPLATES[template_name].unsupported_reason(nodes[anchor], graph)
+            raise fail(
+                f"{anchor} ({nodes[anchor].op}) cannot be computed by this template{f': {reason}' if reason else ''}",
+                "keep it in PyTorch",
+            )
         ancestors = _ancestors_within(nodes, anchor, set(members))
         prologue = tuple(member for member in members if member in ancestors)
         epilogue = tuple(member for member in members if member != anchor and member not in ancestors)

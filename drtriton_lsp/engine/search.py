@@ -1,5 +1,6 @@
-"""Test-time search (after DRTriton): each kernel of the default schedule is a fragment; its
-alternatives are verified on their own, timed against PyTorch, and the fastest verified one is kept.
+"""Test-time search (after DRTriton): each kernel of the default schedule is a fragment (a kept
+convolution joins the pointwise kernel after it); its alternatives are verified on their own, timed
+against PyTorch, and the fastest verified one is kept.
 
 Budgeted in seconds and candidates, cancellable (the best verified result so far is kept), reported
 as it goes, and cached by task and environment so a repeated search is instant. The winner is
@@ -18,7 +19,13 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from drtriton_lsp.compiler.codegen import compile_graph
-from drtriton_lsp.compiler.fragments import UnsearchableFragment, fragment_graph, fragment_task_source, line_alternatives
+from drtriton_lsp.compiler.fragments import (
+    UnsearchableFragment,
+    fragment_graph,
+    fragment_task_source,
+    search_steps,
+    step_alternatives,
+)
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, parse_schedule, print_schedule
 from drtriton_lsp.engine.task import Task
@@ -26,7 +33,7 @@ from drtriton_lsp.engine.verify import Cancelled
 from drtriton_lsp.runners.local import JobFailure
 from drtriton_lsp.source.candidate import build_candidate
 
-SEARCH_CACHE_VERSION = 1
+SEARCH_CACHE_VERSION = 2  # 2: kept convolutions are searched (with the pointwise kernel after them)
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,8 @@ class Alternative:
 
 @dataclass
 class FragmentResult:
-    """The measured alternatives of one kernel line of the default schedule, and the one kept."""
+    """The measured alternatives of one search step of the default schedule (a kernel line, or a kept
+    op with the kernel line after it; `line` is its first line's number), and the one kept."""
 
     line: int
     ops: list[str]
@@ -135,8 +143,8 @@ def search_schedule(
     started = time.monotonic()
     result = SearchResult(schedule=print_schedule(base))
     replacements: dict[int, str] = {}
-    kernel_lines = [(position, step) for position, step in enumerate(base.steps) if isinstance(step, KernelLine)]
-    for number, (position, line) in enumerate(kernel_lines, start=1):
+    steps = search_steps(graph, base)
+    for number, step in enumerate(steps, start=1):
         if cancel is not None and cancel.is_set():
             result.stopped = "cancelled"
             break
@@ -145,13 +153,13 @@ def search_schedule(
             result.stopped = "budget"
             break
         try:
-            options = line_alternatives(graph, line, allow_tf32=budget.allow_tf32)
-            fragment = fragment_graph(graph, line.nodes)
+            options = step_alternatives(graph, step, allow_tf32=budget.allow_tf32)
+            fragment = fragment_graph(graph, step.nodes)
         except UnsearchableFragment as why:
-            progress(f"fragment {number}/{len(kernel_lines)} ({','.join(line.nodes)}): not searched, {why.message}")
+            progress(f"fragment {number}/{len(steps)} ({','.join(step.nodes)}): not searched, {why.message}")
             continue
         options = options[: min(budget.per_fragment, remaining)]
-        description = f"{name}, ops {','.join(line.nodes)}"
+        description = f"{name}, ops {','.join(step.nodes)}"
         task = Task(name=f"{name}_fragment_{number}", kind="module", source=fragment_task_source(fragment, description))
         prefix = f"{name}_fragment_{number}"
         forward_params = [graph_input.target for graph_input in fragment.inputs]
@@ -161,7 +169,7 @@ def search_schedule(
                 fragment, prefix=prefix, forward_params=forward_params, has_self=True, schedule=print_schedule(Schedule(lines))
             )
             sources.append(build_candidate(task.source, program, f"Search candidate '{label}' for {description}."))
-        progress(f"fragment {number}/{len(kernel_lines)} ({','.join(line.nodes)}): measuring {len(options)} candidates")
+        progress(f"fragment {number}/{len(steps)} ({','.join(step.nodes)}): measuring {len(options)} candidates")
         try:
             pytorch_ms, outcomes = measure(task, fragment, sources)
         except Cancelled:
@@ -178,11 +186,13 @@ def search_schedule(
         best = choose(alternatives)
         result.candidates += len(alternatives)
         result.verified += sum(alternative.verified for alternative in alternatives)
-        result.fragments.append(FragmentResult(position + 1, list(line.nodes), pytorch_ms, alternatives, best.label))
-        replacements[position] = best.script
+        result.fragments.append(FragmentResult(step.positions[0] + 1, list(step.nodes), pytorch_ms, alternatives, best.label))
+        # the chosen lines take the step's last line's place (a kept op measured with the kernel after it moves there)
+        replacements.update({position: "" for position in step.positions[:-1]})
+        replacements[step.positions[-1]] = best.script
         timing = f", {best.ms:.4g} ms vs PyTorch {pytorch_ms:.4g} ms" if best.ms and pytorch_ms else ""
         progress(
-            f"fragment {number}/{len(kernel_lines)}: best '{best.label}'{timing}; "
+            f"fragment {number}/{len(steps)}: best '{best.label}'{timing}; "
             f"{result.candidates} candidates tried, {result.verified} verified"
         )
     result.schedule = print_schedule(assemble(base, replacements))

@@ -14,6 +14,7 @@ import pytest
 
 from drtriton_lsp.compiler.elementwise import ELEMENTWISE_OPS, aten_schema
 from drtriton_lsp.compiler.templates import TEMPLATES
+from drtriton_lsp.compiler.templates.conv import CONV_OVERLOADS
 from drtriton_lsp.compiler.templates.loss import LOSS_READERS
 from drtriton_lsp.compiler.templates.matmul import FORM_READERS
 from drtriton_lsp.compiler.templates.normalize import FAMILIES
@@ -100,7 +101,7 @@ def test_coverage_table_names_every_pointwise_overload(coverage_table):
 def test_coverage_table_names_every_template_overload(coverage_table):
     named = {overload for row in coverage_table for overload in OVERLOAD.findall(row[1])}
     claimed = [
-        *REDUCTION_READERS, *SCAN_COMBINES, *FAMILIES, *FORM_READERS, *POOL_OVERLOADS, *LOSS_READERS,
+        *REDUCTION_READERS, *SCAN_COMBINES, *FAMILIES, *FORM_READERS, *CONV_OVERLOADS, *POOL_OVERLOADS, *LOSS_READERS,
         "aten.cat.default", "aten.stack.default", "aten.repeat.default",
     ]  # fmt: skip
     missing = [op for op in claimed if op not in named]

@@ -213,10 +213,10 @@ def test_max_pool_epilogue_reads_the_pool_input_again(run_hybrid):
 @pytest.mark.parametrize("strategy", [("tiled", 8, 4), ("direct", 32, 16)], ids=["tiled", "direct"])
 def test_non_default_schedules_compute_the_same_pools(strategy, device, load_program):
     model = ScaledPoolSigmoid(3).to(device)
-    default, _ = compile_and_load(model, torch.randn(2, 3, 8, 8), load_program)
+    default, _ = compile_and_load(model, torch.randn(2, 3, 8, 8, device=device), load_program)
     script = strategy_script(default.schedule, *strategy)
     assert print_schedule(parse_schedule(script)) == script
-    program, forward = compile_and_load(model, torch.randn(2, 3, 8, 8), load_program, schedule=script)
+    program, forward = compile_and_load(model, torch.randn(2, 3, 8, 8, device=device), load_program, schedule=script)
     assert program.schedule == script and program.kernel_block != default.kernel_block
     x = torch.randn(3, 3, 13, 7, device=device)
     torch.testing.assert_close(forward(model, x), model(x))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from drtriton_lsp.compiler.graph import OpGraph, OpNode
 from drtriton_lsp.compiler.templates.base import AnchorShape, Template
+from drtriton_lsp.compiler.templates.conv import ConvTemplate
 from drtriton_lsp.compiler.templates.copy import CopyTemplate
 from drtriton_lsp.compiler.templates.loss import LossTemplate
 from drtriton_lsp.compiler.templates.matmul import MatmulTemplate
@@ -16,7 +17,7 @@ from drtriton_lsp.compiler.templates.pool import PoolTemplate
 from drtriton_lsp.compiler.templates.reduce import ReduceTemplate, ScanTemplate
 
 POINTWISE = PointwiseTemplate()
-TEMPLATES: dict[str, Template] = {template.name: template for template in (POINTWISE, MatmulTemplate(), PoolTemplate(), LossTemplate(), CopyTemplate(), NormalizeTemplate(), ReduceTemplate(), ScanTemplate())}
+TEMPLATES: dict[str, Template] = {template.name: template for template in (POINTWISE, MatmulTemplate(), ConvTemplate(), PoolTemplate(), LossTemplate(), CopyTemplate(), NormalizeTemplate(), ReduceTemplate(), ScanTemplate())}
 
 
 def anchor_of(node: OpNode, graph: OpGraph) -> tuple[Template, AnchorShape] | None:

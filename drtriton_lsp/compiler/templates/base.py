@@ -35,9 +35,35 @@ def next_power_of_two(value: int) -> int:
     return 1 << max(value - 1, 0).bit_length()
 
 
+def power_of_two_within(size: int, low: int, high: int) -> int:
+    """The smallest power of two that covers `size`, clamped to [low, high] (a tile size for a problem size)."""
+    return min(high, max(low, next_power_of_two(size)))
+
+
 def is_finite_number(value: Any) -> bool:
     """An int or float argument (not a bool) that a kernel can spell as a literal."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def graph_ref(value: Any) -> str | None:
+    """The graph value an op argument names ({"ref": name}); None for anything else."""
+    return value["ref"] if isinstance(value, dict) and "ref" in value else None
+
+
+def int_per_dim(value: Any, length: int) -> tuple[int, ...] | None:
+    """An int or int list argument (a window's size, stride, padding) as `length` ints (one int repeats);
+    None if it is anything else."""
+    if isinstance(value, dict) and "list" in value:
+        items = value["list"]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        items = [value]
+    if not all(isinstance(item, int) and not isinstance(item, bool) for item in items):
+        return None
+    if len(items) == 1:
+        return tuple(items) * length
+    return tuple(items) if len(items) == length else None
 
 
 @dataclass(frozen=True)
@@ -143,10 +169,18 @@ class Template:
     parameters: tuple[ParameterSpec, ...] = ()
     # the ops it covers, in a few words: shown when a script names an unknown template
     summary: str = ""
+    # the default schedule keeps the ops it anchors in PyTorch (the library usually wins); a script
+    # line, or a search that measured it faster, chooses the template
+    kept_by_default: bool = False
 
     def anchor(self, node: OpNode, graph: OpGraph) -> AnchorShape | None:
         """The op's kernel shape if this template computes it with PyTorch's semantics, else None."""
         return None
+
+    def unsupported_reason(self, node: OpNode, graph: OpGraph) -> str:
+        """Why `anchor` declines `node`, for the error a script line naming this template gets ("" if
+        the template has nothing more specific to say than that it cannot compute the op)."""
+        return ""
 
     def default_parameters(self, plan: KernelPlan, graph: OpGraph) -> dict[str, Any]:
         """The parameters the compiler picks when no script gives them (a heuristic, not a search)."""

@@ -22,7 +22,9 @@ from drtriton_lsp.compiler.templates.base import (
     Template,
     choice,
     example_size,
+    graph_ref,
     power_of_two,
+    power_of_two_within,
     tile,
 )
 from drtriton_lsp.compiler.templates.pointwise import (
@@ -60,6 +62,15 @@ def whole_number(name: str, low: int, high: int, doc: str) -> ParameterSpec:
     return ParameterSpec(name, parse, str, doc, tuple(range(low, high + 1)))
 
 
+# how tl.dot multiplies float32 tiles; shared by the templates built on it (matmul, conv)
+PRECISION = choice(
+    "precision",
+    ("ieee", "tf32"),
+    "float32 operands: ieee multiplies exactly (the default), tf32 on TF32 tensor cores (faster, about "
+    "1e-3 relative error); float16/bfloat16 operands always use tensor cores with float32 accumulation",
+)
+
+
 @dataclass(frozen=True)
 class MatmulForm:
     """An anchor op read as out[batch..., rows..., n] = sum_k left[batch..., rows..., k] * right[batch..., k, n].
@@ -89,31 +100,27 @@ def matmul_form(node: OpNode, graph: OpGraph) -> MatmulForm | None:
     return form if form is not None and _fits(form, node.spec, graph) else None
 
 
-def _ref(value: Any) -> str | None:
-    return value["ref"] if isinstance(value, dict) and "ref" in value else None
-
-
 def _rank(graph: OpGraph, value: str | None) -> int:
     spec = graph.spec_of(value) if value is not None else None
     return spec.rank if spec is not None else -1
 
 
 def _mm_form(bound: dict[str, Any], graph: OpGraph) -> MatmulForm | None:
-    left, right = _ref(bound["self"]), _ref(bound["mat2"])
+    left, right = graph_ref(bound["self"]), graph_ref(bound["mat2"])
     if _rank(graph, left) != 2 or _rank(graph, right) != 2:
         return None
     return MatmulForm(left, right, None, None, batch_rank=0)
 
 
 def _bmm_form(bound: dict[str, Any], graph: OpGraph) -> MatmulForm | None:
-    left, right = _ref(bound["self"]), _ref(bound["mat2"])
+    left, right = graph_ref(bound["self"]), graph_ref(bound["mat2"])
     if _rank(graph, left) != 3 or _rank(graph, right) != 3:
         return None
     return MatmulForm(left, right, None, None, batch_rank=1)
 
 
 def _addmm_form(bound: dict[str, Any], graph: OpGraph) -> MatmulForm | None:
-    left, right, addend = _ref(bound["mat1"]), _ref(bound["mat2"]), _ref(bound["self"])
+    left, right, addend = graph_ref(bound["mat1"]), graph_ref(bound["mat2"]), graph_ref(bound["self"])
     alpha, beta = bound["alpha"], bound["beta"]
     if _rank(graph, left) != 2 or _rank(graph, right) != 2 or addend is None:
         return None
@@ -127,15 +134,15 @@ def _addmm_form(bound: dict[str, Any], graph: OpGraph) -> MatmulForm | None:
 
 
 def _linear_form(bound: dict[str, Any], graph: OpGraph) -> MatmulForm | None:
-    left, weight, bias = _ref(bound["input"]), _ref(bound["weight"]), bound["bias"]
-    if _rank(graph, left) < 2 or _rank(graph, weight) != 2 or (bias is not None and _ref(bias) is None):
+    left, weight, bias = graph_ref(bound["input"]), graph_ref(bound["weight"]), bound["bias"]
+    if _rank(graph, left) < 2 or _rank(graph, weight) != 2 or (bias is not None and graph_ref(bias) is None):
         return None
     # out = input @ weight.T (+ bias): the weight is read as [K, N] through swapped strides
-    return MatmulForm(left, weight, None, (1, 0), batch_rank=0, addend=_ref(bias))
+    return MatmulForm(left, weight, None, (1, 0), batch_rank=0, addend=graph_ref(bias))
 
 
 def _matmul_form(bound: dict[str, Any], graph: OpGraph) -> MatmulForm | None:
-    left, right = _ref(bound["self"]), _ref(bound["other"])
+    left, right = graph_ref(bound["self"]), graph_ref(bound["other"])
     left_rank, right_rank = _rank(graph, left), _rank(graph, right)
     if left_rank < 2 or right_rank < 2:
         return None  # a 1-D operand is a matrix-vector product: it stays in PyTorch
@@ -150,7 +157,7 @@ def _einsum_form(bound: dict[str, Any], graph: OpGraph) -> MatmulForm | None:
     equation, tensors = bound["equation"], bound["tensors"]
     if not isinstance(equation, str) or not isinstance(tensors, dict) or len(tensors.get("list", ())) != 2:
         return None
-    operands = [_ref(value) for value in tensors["list"]]
+    operands = [graph_ref(value) for value in tensors["list"]]
     equation = equation.replace(" ", "")
     if None in operands or equation.count("->") != 1:
         return None
@@ -260,11 +267,6 @@ def problem_size(node: OpNode, form: MatmulForm, graph: OpGraph) -> ProblemSize:
     )
 
 
-def _power_of_two_within(size: int, low: int, high: int) -> int:
-    """The smallest power of two that covers `size`, clamped to [low, high]."""
-    return min(high, max(low, 1 << (size - 1).bit_length()))
-
-
 class MatmulTemplate(Template):
     """Blocked matrix products (the Triton tutorial's GEMM) with a pointwise epilogue on each output tile."""
 
@@ -275,12 +277,7 @@ class MatmulTemplate(Template):
         power_of_two("group", 1, 64, "row tiles launched side by side, so they share right-operand columns in L2"),
         power_of_two("warps", 1, 16, "warps per program"),
         whole_number("stages", 1, 6, "K slices in flight on the GPU (software pipelining depth)"),
-        choice(
-            "precision",
-            ("ieee", "tf32"),
-            "float32 operands: ieee multiplies exactly (the default), tf32 on TF32 tensor cores (faster, about "
-            "1e-3 relative error); float16/bfloat16 operands always use tensor cores with float32 accumulation",
-        ),
+        PRECISION,
     )
 
     def anchor(self, node: OpNode, graph: OpGraph) -> AnchorShape | None:
@@ -305,9 +302,9 @@ class MatmulTemplate(Template):
             # less than a wave of large tiles: tiles no larger than the problem spread it over more SMs;
             # half precision streams the (weight) operand in deeper K slices
             tile_sizes = (
-                _power_of_two_within(size.rows, 16, 64),
-                _power_of_two_within(size.columns, 16, 64),
-                _power_of_two_within(size.depth, 16, 128 if half else 32),
+                power_of_two_within(size.rows, 16, 64),
+                power_of_two_within(size.columns, 16, 64),
+                power_of_two_within(size.depth, 16, 128 if half else 32),
             )
             warps, stages = 4, 3
         return {"tile": tile_sizes, "group": 8, "warps": warps, "stages": stages, "precision": "ieee"}
@@ -493,42 +490,16 @@ class MatmulKernel:
             f"{INDENT * 2}other=0.0,",
             f"{INDENT})",
         ]
-        if self.dtype == "float32":
-            precision = self.plan.params["precision"]
-            return lines + [f'{INDENT}acc = tl.dot({left_tile}, {right_tile}, acc, input_precision="{precision}")']
-        if self.dtype == "float16":
-            return lines + [f"{INDENT}acc = tl.dot({left_tile}, {right_tile}, acc)"]
-        return lines + [
-            f"{INDENT}if WIDEN_BFLOAT16:",
-            f"{INDENT * 2}# Triton's CPU interpreter multiplies bfloat16 tiles as raw integers; widened to float32",
-            f"{INDENT * 2}# the products are the same, and exact",
-            f"{INDENT * 2}acc = tl.dot({left_tile}.to(tl.float32), {right_tile}.to(tl.float32), acc, "
-            'input_precision="ieee")',
-            f"{INDENT}else:",
-            f"{INDENT * 2}acc = tl.dot({left_tile}, {right_tile}, acc)",
-        ]
+        return lines + [INDENT + line for line in dot_lines(left_tile, right_tile, self.dtype, self.plan.params["precision"])]
 
     def _epilogue_lines(self) -> list[str]:
         """The anchor's value (scaled, plus the addend) and the epilogue ops, in float32."""
-        form, anchor, variables = self.form, self.plan.anchor, self.variables
+        form, variables = self.form, self.variables
         expression = "acc" if form.alpha == 1 else f"acc * {float_literal(form.alpha)}"
         if form.addend is not None:
             addend = variables[form.addend]
             expression += f" + {addend}" if form.beta == 1 else f" + {addend} * {float_literal(form.beta)}"
-        lines: list[str] = []
-        if expression == "acc":
-            variables[anchor] = "acc"
-        else:
-            variables[anchor] = self.scope.fresh(anchor)
-            lines.append(f"{variables[anchor]} = {expression}")
-        nodes = {node.name: node for node in self.graph.nodes}
-        if self.dtype != "float32" and any(anchor in nodes[member].input_refs() for member in self.plan.epilogue):
-            variable = variables[anchor]
-            lines += [
-                f"# round to {self.dtype} before the epilogue reads it, as PyTorch does",
-                f"{variable} = {stored(variable, self.dtype)}.to(tl.float32)",
-            ]
-        return lines + elementwise_lines(self.graph, self.plan.epilogue, variables, self.scope, self.context.helpers)
+        return tile_epilogue_lines(self.plan, expression, self.dtype, variables, self.scope, self.context)
 
     # -- wrapper ---------------------------------------------------------------------------------
 
@@ -617,6 +588,48 @@ class MatmulKernel:
             view = scope.fresh(f"{tensor}_permuted")
             lines.append(f"{INDENT}{view} = {tensor}.permute({', '.join(str(dim) for dim in order)})")
         return view
+
+
+def dot_lines(left_tile: str, right_tile: str, dtype: str, precision: str) -> list[str]:
+    """Statements adding the product of two tiles of `dtype` into the float32 tile `acc`.
+
+    float32 multiplies as `precision` says ("ieee": exactly); float16 and bfloat16 use tensor cores.
+    A bfloat16 kernel takes a WIDEN_BFLOAT16 constexpr, set to run under Triton's interpreter.
+    """
+    if dtype == "float32":
+        return [f'acc = tl.dot({left_tile}, {right_tile}, acc, input_precision="{precision}")']
+    if dtype == "float16":
+        return [f"acc = tl.dot({left_tile}, {right_tile}, acc)"]
+    return [
+        "if WIDEN_BFLOAT16:",
+        f"{INDENT}# Triton's CPU interpreter multiplies bfloat16 tiles as raw integers; widened to float32",
+        f"{INDENT}# the products are the same, and exact",
+        f'{INDENT}acc = tl.dot({left_tile}.to(tl.float32), {right_tile}.to(tl.float32), acc, input_precision="ieee")',
+        "else:",
+        f"{INDENT}acc = tl.dot({left_tile}, {right_tile}, acc)",
+    ]
+
+
+def tile_epilogue_lines(
+    plan: KernelPlan, expression: str, dtype: str, variables: dict[str, str], scope: NameScope, context: RenderContext
+) -> list[str]:
+    """Statements computing the anchor's value on an output tile (`expression` of `acc`) and then the
+    epilogue ops, in float32; the value is rounded to `dtype` first when an epilogue op reads it."""
+    anchor = plan.anchor
+    lines: list[str] = []
+    if expression == "acc":
+        variables[anchor] = "acc"
+    else:
+        variables[anchor] = scope.fresh(anchor)
+        lines.append(f"{variables[anchor]} = {expression}")
+    nodes = {node.name: node for node in context.graph.nodes}
+    if dtype != "float32" and any(anchor in nodes[member].input_refs() for member in plan.epilogue):
+        variable = variables[anchor]
+        lines += [
+            f"# round to {dtype} before the epilogue reads it, as PyTorch does",
+            f"{variable} = {stored(variable, dtype)}.to(tl.float32)",
+        ]
+    return lines + elementwise_lines(context.graph, plan.epilogue, variables, scope, context.helpers)
 
 
 def _offset_sum(terms: list[tuple[str, str]]) -> str:

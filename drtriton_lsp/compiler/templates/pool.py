@@ -19,6 +19,7 @@ from drtriton_lsp.compiler.templates.base import (
     Template,
     choice,
     example_size,
+    int_per_dim,
     next_power_of_two,
     power_of_two,
 )
@@ -110,21 +111,6 @@ class PoolWindow:
         return not self.adaptive and (self.padding[dim] > 0 or self.ceil_mode)
 
 
-def _int_list(value: Any, length: int) -> tuple[int, ...] | None:
-    """An int or int list argument as `length` ints (one int repeats); None if it is anything else."""
-    if isinstance(value, dict) and "list" in value:
-        items = value["list"]
-    elif isinstance(value, (list, tuple)):
-        items = list(value)
-    else:
-        items = [value]
-    if not all(isinstance(item, int) and not isinstance(item, bool) for item in items):
-        return None
-    if len(items) == 1:
-        return tuple(items) * length
-    return tuple(items) if len(items) == length else None
-
-
 def pool_window_of(node: OpNode, graph: OpGraph) -> PoolWindow | None:
     """The pooling `node` computes, if this template computes it exactly as PyTorch does; else None."""
     entry = POOL_OVERLOADS.get(node.op)
@@ -146,15 +132,15 @@ def pool_window_of(node: OpNode, graph: OpGraph) -> PoolWindow | None:
     if any(output.shape != output_shape for output in node.outputs) or output_shape[:leading] != spec.shape[:leading]:
         return None
     if kind.startswith("adaptive"):
-        output_size = _int_list(bound["output_size"], spatial)
+        output_size = int_per_dim(bound["output_size"], spatial)
         if output_size is None or min(output_size) < 1 or tuple(output_shape[leading:]) != output_size:
             return None
         global_mean = node.op in GLOBAL_MEAN_OPS and set(output_size) == {1}
         return PoolWindow(kind, source["ref"], spatial, with_indices, output_size=output_size, global_mean=global_mean)
-    kernel = _int_list(bound["kernel_size"], spatial)
-    stride = _int_list(bound["stride"], spatial) if bound["stride"] not in ({"list": []}, [], None) else kernel
-    padding = _int_list(bound["padding"], spatial)
-    dilation = _int_list(bound["dilation"], spatial) if kind == "max" else (1,) * spatial
+    kernel = int_per_dim(bound["kernel_size"], spatial)
+    stride = int_per_dim(bound["stride"], spatial) if bound["stride"] not in ({"list": []}, [], None) else kernel
+    padding = int_per_dim(bound["padding"], spatial)
+    dilation = int_per_dim(bound["dilation"], spatial) if kind == "max" else (1,) * spatial
     if kernel is None or stride is None or padding is None or dilation is None:
         return None
     # PyTorch rejects padding beyond half the kernel; such graphs stay in PyTorch to raise its error
