@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import platform
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from drtriton_lsp.errors import DrtritonError
@@ -43,13 +44,37 @@ def cpu_model_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def resolve_device(requested: str, devices: dict[str, Any], path: str | None) -> str:
+@dataclass(frozen=True)
+class DeviceOption:
+    """How the user picks the device, so that a refusal names it in their terms (a CLI flag, an editor setting).
+
+    chosen: how a choice reads, e.g. "--device {device} was asked for"; change: how to choose another,
+    e.g. "run with --device {device}". Both are format strings with one field, `device`.
+    """
+
+    chosen: str
+    change: str
+
+    def reads(self, device: str) -> str:
+        return self.chosen.format(device=device)
+
+    def to_choose(self, device: str) -> str:
+        return self.change.format(device=device)
+
+
+COMMAND_LINE_DEVICE = DeviceOption(chosen="--device {device} was asked for", change="run with --device {device}")
+
+
+def resolve_device(
+    requested: str, devices: dict[str, Any], path: str | None, option: DeviceOption = COMMAND_LINE_DEVICE
+) -> str:
+    """"cuda" or "cpu" for the requested "auto" | "cpu" | "cuda"; refuses CUDA the worker does not see."""
     if requested == "auto":
         return "cuda" if devices["cuda_available"] else "cpu"
     if requested == "cuda" and not devices["cuda_available"]:
         raise DrtritonError(
-            "--device cuda was asked for, but the worker sees no CUDA GPU",
-            "run with --device cpu (verification under the Triton interpreter) or on a machine with a GPU",
+            f"{option.reads('cuda')}, but the worker sees no CUDA GPU",
+            f"{option.to_choose('cpu')} for verification under the Triton interpreter, or use a machine with a GPU",
             path=path,
         )
     return requested

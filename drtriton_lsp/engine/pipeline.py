@@ -1,4 +1,5 @@
-"""The main job for one target: extract, capture, generate, verify, benchmark, report.
+"""The main job for one target: extract, capture, generate, verify, benchmark, report; and, on its
+outcome, verifying the same kernel again or timing it again without generating anything.
 
 Each step that runs user or generated code is a worker job (`LocalRunner`); this module only
 moves text and JSON between them, so the language server can call it from a thread.
@@ -6,6 +7,7 @@ moves text and JSON between them, so the language server can call it from a thre
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import threading
 import time
@@ -16,8 +18,14 @@ from typing import Any, Callable
 from drtriton_lsp import __version__
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.devices import describe_device, resolve_device
-from drtriton_lsp.engine.report import build_report
+from drtriton_lsp.engine.devices import COMMAND_LINE_DEVICE, DeviceOption, describe_device, resolve_device
+from drtriton_lsp.engine.report import (
+    build_report,
+    correctness_of,
+    earlier_run,
+    earlier_timing,
+    revised_report,
+)
 from drtriton_lsp.engine.search import SearchBudget
 from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.verify import Cancelled, verify_candidate, worker_environment
@@ -29,6 +37,11 @@ from drtriton_lsp.source.targets import find_targets
 
 Progress = Callable[[str], None]
 
+NOT_VERIFIED_NOTE = "not timed: the candidate was not verified"
+INTERPRETER_NOTE = "no GPU: verified with the Triton interpreter on CPU, which says nothing about speed"
+# Each verification of the same kernel draws its weights and inputs from a base this far from the last one's.
+RESEED_STEP = 10_000
+
 
 @dataclass
 class OptimizeOptions:
@@ -36,6 +49,8 @@ class OptimizeOptions:
 
     device: str = "auto"
     trials: int = 5
+    # how the user picked `device`, so that refusing it names their option (the CLI's --device by default)
+    device_option: DeviceOption = COMMAND_LINE_DEVICE
     # a schedule script to decode instead of the compiler's default (None: the default)
     schedule: str | None = None
     # time verified candidates on the GPU (off: verification only, e.g. when jobs share the GPU)
@@ -45,6 +60,7 @@ class OptimizeOptions:
     search_budget: SearchBudget = field(default_factory=SearchBudget)
     search_parallel: int = 2
     search_cache: Path | None = None
+    capabilities_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=120))
     capture_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=180))
     verify_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=600))
     benchmark_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=900))
@@ -52,11 +68,17 @@ class OptimizeOptions:
 
 @dataclass
 class Outcome:
-    """What optimizing one target produced: the report, and what write-back needs."""
+    """What optimizing one target produced: the report, and what write-back needs.
+
+    task / input_shapes: the extracted task and its exported input shapes, so that the same kernel
+    can be verified or timed again without extracting, capturing or generating it again.
+    """
 
     report: dict[str, Any]
     program: CompiledProgram | None = None
     mode_dependent: bool = False
+    task: Task | None = None
+    input_shapes: dict[str, Any] | None = None
 
     @property
     def verified(self) -> bool:
@@ -75,7 +97,7 @@ def optimize_target(
 ) -> Outcome:
     """Run the whole job on one target. Bad input raises DrtritonError; a rejected candidate is a report."""
     started = time.monotonic()
-    python_path = [str(Path(path).resolve().parent)] if path else None
+    python_path = _python_path(path)
     targets = {t.name: t for t in find_targets(source, path)}
     if target_name not in targets:
         raise DrtritonError(
@@ -90,7 +112,7 @@ def optimize_target(
     progress("capturing the graph (torch.export) in a worker")
     capture = _call(runner, "capture", {"task": task.to_json()}, options.capture_limits, python_path, progress, cancel)
     devices = capture["devices"]
-    device = resolve_device(options.device, devices, path)
+    device = resolve_device(options.device, devices, path, options.device_option)
     graph = OpGraph.from_json(capture["graph"])
     device_info = describe_device(device, devices)
     versions = devices["versions"]
@@ -128,10 +150,14 @@ def optimize_target(
             ),
             program,
             capture["mode_dependent"],
+            task,
+            user_input_shapes(graph),
         )
 
     trial = _verify_and_time(task, graph, program, device, device_info, options, runner, python_path, progress, cancel)
     search["verified"] = int(trial.verdict.verified)
+    if trial.verdict.verified:
+        search["first_verified_s"] = round(trial.verified_at - started, 2)
     if options.search and trial.verdict.verified:
         trial = _search(
             task, graph, program, trial, device, device_info, options, runner, python_path, progress, cancel,
@@ -150,7 +176,150 @@ def optimize_target(
         message="" if trial.verdict.verified else trial.verdict.explanation,
         **common,
     )
-    return Outcome(report, trial.program, capture["mode_dependent"])
+    return Outcome(report, trial.program, capture["mode_dependent"], task, user_input_shapes(graph))
+
+
+def reverify_refusal(outcome: Outcome) -> str:
+    """Why the outcome's kernel cannot be verified again ("" when it can)."""
+    return _no_kernel_to("verify", outcome)
+
+
+def retime_refusal(outcome: Outcome) -> str:
+    """Why the outcome's kernel cannot be timed again ("" when it can): it must exist and be verified."""
+    refusal = _no_kernel_to("benchmark", outcome)
+    if refusal or outcome.verified:
+        return refusal
+    return (
+        f"its kernel is not verified ({outcome.report['message'] or outcome.report['status']}), and the speed of a "
+        "kernel that may be wrong means nothing; verify it first"
+    )
+
+
+def reverify_outcome(
+    outcome: Outcome,
+    *,
+    options: OptimizeOptions,
+    runner: LocalRunner,
+    progress: Progress = lambda _message: None,
+    cancel: threading.Event | None = None,
+) -> Outcome:
+    """Verify the outcome's kernel again, as it is (nothing is generated), with `options.trials` trials on
+    `options.device` and inputs and weights drawn from new seeds. The report keeps the run it repeats; its
+    timing stays only while it still describes the device the kernel was verified on."""
+    refusal = reverify_refusal(outcome)
+    if refusal:
+        raise DrtritonError(refusal, "generate a kernel for the target first")
+    report = outcome.report
+    path = report["file"]
+    python_path = _python_path(path)
+    devices = _worker_devices(runner, options, python_path, progress, cancel)
+    device = resolve_device(options.device, devices, path, options.device_option)
+    device_info = describe_device(device, devices)
+    previous = earlier_run(report)
+    progress(f"verifying the same kernel again on {device_info['kind']}, with new inputs")
+    verdict = verify_candidate(
+        outcome.task,
+        report["kernel"]["source"],
+        device=device,
+        runner=runner,
+        trials=options.trials,
+        input_shapes=outcome.input_shapes,
+        limits=options.verify_limits,
+        on_progress=progress,
+        cancel=cancel,
+        python_path=python_path,
+        tf32=bool(outcome.program and outcome.program.tf32),
+        seed=previous["seed"] + RESEED_STEP,
+    )
+    timing, timing_note = report["timing"], report["timing_note"]
+    if not verdict.verified:
+        timing, timing_note = None, NOT_VERIFIED_NOTE
+    elif device == "cpu":
+        timing, timing_note = None, INTERPRETER_NOTE
+    elif timing is None or device_info != report["device"]:
+        timing, timing_note = None, f"not timed on {device_info['name']} yet: benchmark it"
+    revised = revised_report(
+        report,
+        status="verified" if verdict.verified else "failed",
+        message="" if verdict.verified else verdict.explanation,
+        device=device_info,
+        correctness=correctness_of(verdict, previous),
+        timing=timing,
+        timing_note=timing_note,
+        versions=devices["versions"],
+    )
+    return dataclasses.replace(outcome, report=revised)
+
+
+def retime_outcome(
+    outcome: Outcome,
+    *,
+    options: OptimizeOptions,
+    runner: LocalRunner,
+    progress: Progress = lambda _message: None,
+    cancel: threading.Event | None = None,
+) -> Outcome:
+    """Time the outcome's verified kernel again against eager PyTorch and torch.compile on the GPU, from its
+    stored source (nothing is generated). Refuses without a GPU, and a kernel verified on another device."""
+    refusal = retime_refusal(outcome)
+    if refusal:
+        raise DrtritonError(refusal, "a kernel is timed only once it is verified on the device it runs on")
+    report = outcome.report
+    option = options.device_option
+    why_no_speed = "Triton's interpreter on the CPU runs kernels at a speed that says nothing about GPUs"
+    if options.device == "cpu":
+        raise DrtritonError(
+            f"no speed measured: {option.reads('cpu')}; {option.to_choose('cuda')} on a machine with a GPU", why_no_speed
+        )
+    path = report["file"]
+    python_path = _python_path(path)
+    devices = _worker_devices(runner, options, python_path, progress, cancel)
+    device = resolve_device(options.device, devices, path, option)
+    if device == "cpu":
+        raise DrtritonError(f"no speed measured: no GPU here; {option.to_choose('cuda')} on a machine with a GPU", why_no_speed)
+    device_info = describe_device(device, devices)
+    if device_info != report["device"]:
+        verified_on = report["device"]
+        raise DrtritonError(
+            f"the kernel was verified on {verified_on['name']} ({verified_on['kind']}), not on {device_info['name']}; "
+            "verify it there first, then benchmark it",
+            "a kernel is timed only on the device it was verified on",
+        )
+    progress(f"benchmarking the same kernel again: eager, torch.compile and Triton on {device_info['name']}")
+    measured = _call(
+        runner,
+        "benchmark",
+        {"task": outcome.task.to_json(), "candidate": report["kernel"]["source"]},
+        options.benchmark_limits,
+        python_path,
+        progress,
+        cancel,
+        env=worker_environment(device),
+    )
+    timing = measured["timing"]
+    if timing is not None:
+        timing["previous"] = earlier_timing(report)
+    revised = revised_report(report, timing=timing, timing_note=measured["reason"], versions=devices["versions"])
+    return dataclasses.replace(outcome, report=revised)
+
+
+def _no_kernel_to(action: str, outcome: Outcome) -> str:
+    report = outcome.report
+    if report["status"] == "no_candidate":
+        return f"nothing was generated for it (every op stays in PyTorch), so there is no kernel to {action}"
+    if outcome.task is None or not report["kernel"]["source"]:
+        return f"there is no kernel to {action} ({report['status']}: {report['message'] or 'no candidate'})"
+    return ""
+
+
+def _python_path(path: str | None) -> list[str] | None:
+    """The user's folder first on the worker's path, so the task can import its neighbours."""
+    return [str(Path(path).resolve().parent)] if path else None
+
+
+def _worker_devices(runner, options, python_path, progress, cancel) -> dict[str, Any]:
+    progress("checking the worker's devices")
+    return _call(runner, "capabilities", {}, options.capabilities_limits, python_path, progress, cancel)
 
 
 @dataclass
@@ -162,6 +331,7 @@ class _Trial:
     verdict: Any
     timing: dict[str, Any] | None
     timing_note: str
+    verified_at: float  # time.monotonic() when the verdict was known (timing comes after)
 
 
 def _verify_and_time(task, graph, program, device, device_info, options, runner, python_path, progress, cancel) -> _Trial:
@@ -180,11 +350,12 @@ def _verify_and_time(task, graph, program, device, device_info, options, runner,
         python_path=python_path,
         tf32=program.tf32,
     )
+    verified_at = time.monotonic()
     timing, timing_note = None, ""
     if not verdict.verified:
-        timing_note = "not timed: the candidate was not verified"
+        timing_note = NOT_VERIFIED_NOTE
     elif device == "cpu":
-        timing_note = "no GPU: verified with the Triton interpreter on CPU, which says nothing about speed"
+        timing_note = INTERPRETER_NOTE
     elif not options.benchmark:
         timing_note = "not timed: verification only was asked for"
     else:
@@ -200,7 +371,7 @@ def _verify_and_time(task, graph, program, device, device_info, options, runner,
             env=worker_environment(device),
         )
         timing, timing_note = measured["timing"], measured["reason"]
-    return _Trial(program, candidate, verdict, timing, timing_note)
+    return _Trial(program, candidate, verdict, timing, timing_note, verified_at)
 
 
 def _search(
@@ -254,6 +425,8 @@ def _search(
         task, graph, searched_program, device, device_info, options, runner, python_path, progress, cancel
     )
     search["verified"] += int(searched.verdict.verified)
+    search["default_ms"] = default.timing["triton_ms"] if default.timing else None
+    search["searched_ms"] = searched.timing["triton_ms"] if searched.timing else None
     faster = (
         searched.verdict.verified
         and searched.timing is not None

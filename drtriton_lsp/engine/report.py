@@ -1,7 +1,9 @@
 """The `drtriton.report/1` report: one JSON document per target, rendered as Markdown or one line.
 
 The JSON is the contract (CLI `--json`, the language server's lenses and hovers); the Markdown
-table and the one-line summary are views of it, and never claim more than it holds.
+table and the one-line summary are views of it, and never claim more than it holds. A report made
+by verifying or timing the same kernel again keeps the earlier run in `correctness.previous_run`
+or `timing.previous`.
 """
 
 from __future__ import annotations
@@ -33,20 +35,6 @@ def build_report(
     versions: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """status: verified | failed | no_candidate | error; `message` says why when not verified."""
-    correctness = None
-    if verdict is not None:
-        correctness = {
-            "trials": verdict.trials,
-            "passed": verdict.passed,
-            "max_abs_err": verdict.max_abs_err,
-            "max_rel_err": verdict.max_rel_err,
-            "tolerance": verdict.tolerance,
-            "shapes": verdict.shapes,
-            "interpreter": verdict.interpreter,
-            "reason": verdict.reason,
-            "detail": verdict.detail,
-            "checks": verdict.checks,
-        }
     return {
         "schema": SCHEMA,
         "file": file,
@@ -54,7 +42,7 @@ def build_report(
         "status": status,
         "message": message,
         "device": device,
-        "correctness": correctness,
+        "correctness": correctness_of(verdict) if verdict is not None else None,
         "timing": timing,
         "timing_note": timing_note,
         "search": search,
@@ -62,21 +50,74 @@ def build_report(
         "replaced_ops": replaced_ops,
         "kept_ops": kept_ops,
         "versions": versions or {},
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": _now(),
     }
+
+
+def correctness_of(verdict: Verdict, previous_run: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The report's `correctness` entry; previous_run: the verification this one repeats (see `earlier_run`)."""
+    return {
+        "trials": verdict.trials,
+        "passed": verdict.passed,
+        "max_abs_err": verdict.max_abs_err,
+        "max_rel_err": verdict.max_rel_err,
+        "tolerance": verdict.tolerance,
+        "shapes": verdict.shapes,
+        "interpreter": verdict.interpreter,
+        "reason": verdict.reason,
+        "detail": verdict.detail,
+        "checks": verdict.checks,
+        "seed": verdict.seed,
+        "previous_run": previous_run,
+    }
+
+
+def earlier_run(report: dict[str, Any]) -> dict[str, Any]:
+    """What a report's verification was, kept in the report of the verification that repeats it."""
+    correctness = report["correctness"] or {}
+    return {
+        "status": report["status"],
+        "trials": correctness.get("trials"),
+        "passed": correctness.get("passed"),
+        "seed": correctness.get("seed", 0),
+        "device": report["device"],
+        "created": report["created"],
+    }
+
+
+def earlier_timing(report: dict[str, Any]) -> dict[str, Any] | None:
+    """A report's timing in brief, kept in the timing that replaces it; None when it has none."""
+    timing = report["timing"]
+    if timing is None:
+        return None
+    names = ("eager_ms", "compile_ms", "triton_ms", "speedup_vs_eager", "speedup_vs_compile")
+    return {**{name: timing[name] for name in names}, "created": report["created"]}
+
+
+def revised_report(report: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A copy of `report` with some entries replaced, dated now: the same kernel, verified or timed again."""
+    return {**report, **changes, "created": _now()}
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def summary(report: dict[str, Any]) -> str:
     """The verdict without the target's name, e.g. "verified · 2.41x vs eager · 1.38x vs torch.compile · H200"."""
     timing = report.get("timing")
+    verdict = "verified"
+    correctness = report.get("correctness") or {}
+    if correctness.get("previous_run"):
+        verdict = f"re-verified ({correctness['passed']}/{correctness['trials']} trials, new inputs)"
     if report["status"] == "verified" and timing:
-        parts = ["verified", f"{timing['speedup_vs_eager']:.2f}x vs eager"]
+        parts = [verdict, f"{timing['speedup_vs_eager']:.2f}x vs eager"]
         if timing.get("speedup_vs_compile") is not None:
             parts.append(f"{timing['speedup_vs_compile']:.2f}x vs torch.compile")
         return " · ".join([*parts, report["device"]["name"]])
     if report["status"] == "verified":
         reason = "no GPU" if report["device"]["kind"] == "cpu-interpreter" else report["timing_note"]
-        return f"verified · no speed measured: {reason}"
+        return f"{verdict} · no speed measured: {reason}"
     return " · ".join([report["status"], report["message"]] if report.get("message") else [report["status"]])
 
 
@@ -114,6 +155,8 @@ def to_markdown(report: dict[str, Any]) -> str:
             ("Triton interpreter", "yes (CPU, reduced sizes)" if correctness["interpreter"] else "no"),
             ("checks", ", ".join(f"{name}: {value}" for name, value in correctness["checks"].items() if name != "kernels_launched")),
         ]
+        if correctness.get("previous_run"):
+            rows.append(("re-verified", _re_verified(correctness)))
     timing = report.get("timing")
     if timing:
         compile_ms = _number(timing["compile_ms"], " ms")
@@ -127,6 +170,10 @@ def to_markdown(report: dict[str, Any]) -> str:
         ]
         if timing.get("flags"):
             rows.append(("flags", ", ".join(timing["flags"])))
+        if timing.get("previous"):
+            earlier = timing["previous"]
+            triton_ms = _number(earlier["triton_ms"], " ms")
+            rows.append(("earlier timing", f"{earlier['speedup_vs_eager']:.2f}x vs eager ({triton_ms}), {earlier['created']}"))
     else:
         rows.append(("timing", f"none: {report['timing_note']}"))
     rows += [
@@ -137,6 +184,15 @@ def to_markdown(report: dict[str, Any]) -> str:
     if report["kernel"].get("schedule"):
         lines += ["", "Schedule:", "", "```", report["kernel"]["schedule"].rstrip(), "```"]
     return "\n".join(lines) + "\n"
+
+
+def _re_verified(correctness: dict[str, Any]) -> str:
+    before = correctness["previous_run"]
+    return (
+        f"with new inputs (seed base {correctness['seed']}); before: {before['status']}, "
+        f"{before['passed']}/{before['trials']} trials, seed base {before['seed']}, "
+        f"on {before['device']['kind']} ({before['device']['name']}), {before['created']}"
+    )
 
 
 def _ops(ops: list[str]) -> str:

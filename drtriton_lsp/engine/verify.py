@@ -56,6 +56,8 @@ class Verdict:
     tolerance: dict[str, dict[str, float]] = field(default_factory=dict)
     shapes: list[dict[str, Any]] = field(default_factory=list)
     checks: dict[str, Any] = field(default_factory=dict)
+    # the base of the random draws (weights, inputs); a re-verification uses another base, so other inputs
+    seed: int = 0
 
     @property
     def explanation(self) -> str:
@@ -112,15 +114,25 @@ def verify_candidate(
     cancel: threading.Event | None = None,
     python_path: list[str] | None = None,
     tf32: bool = False,
+    seed: int = 0,
 ) -> Verdict:
     """Judge `candidate_source` against `task` on `device` ("cpu" runs Triton's interpreter).
 
     tf32: the candidate computes float32 matmuls in TF32 by request; float32 outputs then get TF32's tolerance.
+    seed: the base of every random draw in the worker; verifying again with another base tries other inputs.
     """
     rejection = static_rejection(candidate_source)
     if rejection is not None:
+        rejection.seed = seed
         return rejection
-    params = {"task": task.to_json(), "candidate": candidate_source, "device": device, "trials": trials, "tf32": tf32}
+    params = {
+        "task": task.to_json(),
+        "candidate": candidate_source,
+        "device": device,
+        "trials": trials,
+        "tf32": tf32,
+        "seed": seed,
+    }
     if input_shapes is not None:
         params["input_shapes"] = input_shapes
     try:
@@ -136,7 +148,7 @@ def verify_candidate(
     except JobFailure as failure:
         if failure.reason == "cancelled":
             raise Cancelled() from failure
-        return Verdict(False, failure.reason, failure.detail, interpreter=device == "cpu")
+        return Verdict(False, failure.reason, failure.detail, interpreter=device == "cpu", seed=seed)
     return Verdict(
         verified=result["verified"],
         reason=result["reason"],
@@ -149,6 +161,7 @@ def verify_candidate(
         tolerance=result["tolerance"],
         shapes=result["shapes"],
         checks=result["checks"],
+        seed=seed,
     )
 
 

@@ -72,6 +72,8 @@ def run_verification(params: dict[str, Any], progress: Callable[[str], None]) ->
     task = Task.from_json(params["task"])
     device = torch.device(params["device"])
     trials = int(params.get("trials", 5))
+    # every random draw (weights, inputs) is seeded from this base: another base is another set of trials
+    seed = int(params.get("seed", 0))
     directory = scratch_directory()
     interpreter = os.environ.get("TRITON_INTERPRET") == "1"
     tally = Tally(tf32=bool(params.get("tf32", False)), interpreter=interpreter)
@@ -81,13 +83,13 @@ def run_verification(params: dict[str, Any], progress: Callable[[str], None]) ->
         progress("loading the task and the candidate")
         task_module = load_task(task, directory)
         candidate_module = _load_candidate(params["candidate"], directory)
-        reference = build_model(task, task_module, directory, INIT_SEED).to(device)
-        candidate = _build_candidate(task_module, candidate_module, INIT_SEED, checks).to(device)
+        reference = build_model(task, task_module, directory, seed + INIT_SEED).to(device)
+        candidate = _build_candidate(task_module, candidate_module, seed + INIT_SEED, checks).to(device)
         if isinstance(candidate, task_module.Model):
             raise Rejected("calls_reference", "ModelNew is an instance of the reference Model")
         _copy_weights(reference, candidate, checks)
 
-        example = draw_inputs(task, task_module, directory, seed=1000)
+        example = draw_inputs(task, task_module, directory, seed=seed + 1000)
         plan = _shape_plan(params, reference, _to(example, device), directory, reduced=device.type == "cpu")
         checks["odd_shapes"] = plan.odd_reason or "tried"
         watch = ReferenceWatch(task_module.Model)
@@ -95,7 +97,7 @@ def run_verification(params: dict[str, Any], progress: Callable[[str], None]) ->
         with counter.installed():
             for trial in range(trials):
                 progress(f"trial {trial + 1}/{trials} at {plan.describe('primary')}")
-                drawn = draw_inputs(task, task_module, directory, seed=1000 + trial)
+                drawn = draw_inputs(task, task_module, directory, seed=seed + 1000 + trial)
                 try:
                     _trial(reference, candidate, resize_inputs(drawn, plan.primary), device,
                            POISON_VALUES[trial % 2], counter, watch, tally, "primary")
@@ -110,7 +112,7 @@ def run_verification(params: dict[str, Any], progress: Callable[[str], None]) ->
             reference_on_cpu: torch.nn.Module | None = None
             for index, sizes in enumerate(plan.odd):
                 progress(f"odd-size trial {index + 1}/{len(plan.odd)} at {plan.describe('odd', index)}")
-                inputs = resize_inputs(draw_inputs(task, task_module, directory, seed=2000 + index), sizes)
+                inputs = resize_inputs(draw_inputs(task, task_module, directory, seed=seed + 2000 + index), sizes)
                 if device.type == "cuda" and _has_index_inputs(inputs):
                     # resized index inputs (class targets, positions) may point past a resized dim, and
                     # PyTorch's CUDA kernels then fail a device assert that ruins the process: ask the CPU first
@@ -130,7 +132,7 @@ def run_verification(params: dict[str, Any], progress: Callable[[str], None]) ->
             if skipped_odd:
                 checks["odd_shapes"] = "skipped where the reference itself cannot run: " + "; ".join(skipped_odd)
             progress("checking that the Triton kernels matter")
-            inputs = resize_inputs(draw_inputs(task, task_module, directory, seed=3000), plan.primary)
+            inputs = resize_inputs(draw_inputs(task, task_module, directory, seed=seed + 3000), plan.primary)
             _check_kernels_matter(reference, candidate, inputs, device, counter)
         if tally.arbitrated:
             checks["float64_arbiter"] = tally.arbitrated

@@ -2,6 +2,7 @@
 
 The edit is computed against the text the job read and sent only if the document is still at that version
 (else a `window/showMessageRequest` offers to re-run generate); editors apply it as one undoable change.
+Applying changes the target, so its result is no longer current: asked again, apply says it is done already.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def register(server: DrtritonLanguageServer) -> None:
         uri, name = target
         found = await ls.analysis_of(uri)
         result = ls.results.current(found[1], name) if found is not None else None
+        if found is not None and result is None and ls.results.outdated_by(found[1], name) == "applied":
+            return _refuse(ls, f"{name}: its kernel is already applied; nothing was changed")
         if found is None or result is None or not result.applicable:
             return _refuse(ls, f"{name} has no verified kernel to apply (one faster than eager, or untimed); run Generate first")
         document = found[0]
@@ -74,6 +77,7 @@ def register(server: DrtritonLanguageServer) -> None:
         )
         if not response.applied:
             return _refuse(ls, f"{name}: the editor did not apply the edit ({response.failure_reason or 'no reason given'})")
+        ls.results.mark_applied(result)
         return {"applied": True}
 
 

@@ -1,6 +1,7 @@
 """`textDocument/codeAction`: drtriton's actions on the target under the cursor or selection.
 
-VS Code lists them in the light bulb / Ctrl+. menu, Neovim in `vim.lsp.buf.code_action()`. Listing never runs code.
+VS Code lists them in the light bulb / Ctrl+. menu, Neovim in `vim.lsp.buf.code_action()`. Listing never runs code:
+Verify and Benchmark are offered from the stored result alone (a kernel to check; a verified one to time).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from lsprotocol import types
 
 from drtriton_lsp.server.analysis import AnalyzedTarget
 from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_arguments
+from drtriton_lsp.server.verify_and_benchmark import BENCHMARK, VERIFY
 
 PRAGMA_PREFIX = "# drtriton:"
 
@@ -52,13 +54,16 @@ def register(server: DrtritonLanguageServer) -> None:
             name = analyzed.target.name
             arguments = target_arguments(uri, name)
             running = ls.jobs.running_for(uri, name)
+            result = ls.results.current(analysis, name)
             if running is not None:
                 actions.append(
                     _command_action(f"drtriton: Cancel job {running.id} on {name}", "drtriton.cancel", [running.id])
                 )
             else:
                 actions.append(_command_action(f"drtriton: Generate Triton kernel for {name}", "drtriton.generate", arguments))
-            result = ls.results.current(analysis, name)
+                for kind, command in (("verify", VERIFY), ("benchmark", BENCHMARK)):
+                    if result is not None and not result.refusal_to(kind):
+                        actions.append(_command_action(f"drtriton: {kind.capitalize()} kernel for {name}", command, arguments))
             if result is not None and result.applicable:
                 actions.append(_command_action(f"drtriton: Apply verified kernel to {name}", "drtriton.apply", arguments))
             if result is not None:

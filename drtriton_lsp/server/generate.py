@@ -2,6 +2,7 @@
 
 Generate starts a job and answers at once; editors show the job as a progress bar (VS Code: a cancellable
 notification; Neovim: `LspProgress` events, e.g. in the status line) and its result as a lens and diagnostic.
+Cancel stops a job of any kind (generate, verify, benchmark).
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from lsprotocol import types
+from pygls.workspace import TextDocument
 
+from drtriton_lsp.server.analysis import DocumentAnalysis
 from drtriton_lsp.server.jobs import JobInput
 from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_from_arguments
 
@@ -18,27 +21,15 @@ CANCEL = "drtriton.cancel"
 
 
 async def request_generate(ls: DrtritonLanguageServer, uri: str, target_name: str, *, quiet: bool = False) -> dict[str, Any]:
-    """Start a job for the target unless something stands in the way; every refusal is said plainly.
+    """Start a generate job for the target unless something stands in the way; every refusal is said plainly.
 
     quiet: refusals are only returned, not shown (background jobs started on save).
     """
-    refusal = await _refusal(ls, uri, target_name)
-    if isinstance(refusal, str):
-        if not quiet:
-            ls.tell(refusal, types.MessageType.Warning)
-        return {"status": "refused", "message": refusal}
-    running = ls.jobs.running_for(uri, target_name)
-    if running is not None:
-        message = f"{target_name}: job {running.id} is already running ({running.step})"
-        if not quiet:
-            ls.tell(message)
-        return {"status": "already running", "jobId": running.id, "message": message}
-    job = await ls.jobs.start(uri, target_name, refusal)
-    return {"status": "started", "jobId": job.id, "token": job.token}
+    return await ls.jobs.request(uri, target_name, "generate", await _refusal(ls, uri, target_name), quiet=quiet)
 
 
-async def _refusal(ls: DrtritonLanguageServer, uri: str, target_name: str) -> str | JobInput:
-    """Why a job cannot start (a message), or the snapshot it will work on (the text of the current version)."""
+async def open_target(ls: DrtritonLanguageServer, uri: str, target_name: str) -> str | tuple[TextDocument, DocumentAnalysis]:
+    """Why no job can run on the target (a message), or the document and the analysis of its current text."""
     found = await ls.analysis_of(uri)
     if found is None:
         return f"{uri} is not open in the editor; open it and try again"
@@ -47,10 +38,19 @@ async def _refusal(ls: DrtritonLanguageServer, uri: str, target_name: str) -> st
         return f"{analysis.problem.message}. {analysis.problem.hint}"
     if analysis.path is None:
         return f"drtriton runs jobs on files on disk, and {uri} is not one; save it as a .py file first"
-    analyzed = analysis.target_named(target_name)
-    if analyzed is None:
+    if analysis.target_named(target_name) is None:
         names = ", ".join(entry.target.name for entry in analysis.targets) or "none"
         return f"no target named {target_name} in this file (targets: {names})"
+    return document, analysis
+
+
+async def _refusal(ls: DrtritonLanguageServer, uri: str, target_name: str) -> str | JobInput:
+    """Why a job cannot start (a message), or the snapshot it will work on (the text of the current version)."""
+    found = await open_target(ls, uri, target_name)
+    if isinstance(found, str):
+        return found
+    document, analysis = found
+    analyzed = analysis.target_named(target_name)
     if not analyzed.inputs.available:
         problem = analyzed.inputs.problem
         return f"{problem.message} Use the quick fix 'drtriton: Add example-input pragma' on {target_name}, then fill it in."

@@ -1,6 +1,7 @@
-"""Generate jobs: each runs `optimize_target` in its own thread (the engine starts the worker processes).
+"""Jobs: generate (`optimize_target`), verify and benchmark (the stored kernel again), each in its own thread.
 
-A job has an id and a `$/progress` token; it is cancelled through a threading.Event that the runner watches.
+The engine starts the worker processes. A job has an id and a `$/progress` token; it is cancelled through a
+threading.Event that the runner watches. One job at a time per target, whatever its kind.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from lsprotocol import types
 
@@ -19,9 +20,10 @@ from drtriton_lsp.engine.verify import Cancelled
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.server.results import TargetResult
-from drtriton_lsp.server.settings import Settings
+from drtriton_lsp.server.settings import DEVICE_SETTING, Settings
 
 if TYPE_CHECKING:
+    from drtriton_lsp.engine.pipeline import OptimizeOptions, Outcome, Progress
     from drtriton_lsp.server.language_server import DrtritonLanguageServer
 
 logger = logging.getLogger(__name__)
@@ -32,12 +34,13 @@ QUEUE_POLL_S = 0.2
 
 @dataclass
 class Job:
-    """One generate run for one target. `state`: running | done | failed | cancelled."""
+    """One run of a job kind (generate | verify | benchmark) on one target. `state`: running | done | failed | cancelled."""
 
     id: str
     uri: str
     target_name: str
     token: str
+    kind: str = "generate"
     cancel: threading.Event = field(default_factory=threading.Event)
     step: str = "starting"
     state: str = "running"
@@ -47,6 +50,7 @@ class Job:
     def describe(self) -> dict[str, Any]:
         return {
             "jobId": self.id,
+            "kind": self.kind,
             "uri": self.uri,
             "target": self.target_name,
             "state": self.state,
@@ -57,13 +61,65 @@ class Job:
 
 @dataclass(frozen=True)
 class JobInput:
-    """The snapshot a job works on: the document text and version as it was when the job started."""
+    """The snapshot a job works on: the document text and version as it was when the job started (for verify
+    and benchmark: as the generate job that made `outcome` read it), the settings, and the stored outcome."""
 
     text: str
     version: int | None
     path: str
     text_hash: str
     settings: Settings
+    outcome: Outcome | None = None
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """What a kind of job does in its thread: the engine call, and the step it shows first."""
+
+    first_step: str
+    run: Callable[[Job, JobInput, Progress], Outcome]
+
+
+def _engine_options(settings: Settings) -> OptimizeOptions:
+    from drtriton_lsp.engine.pipeline import OptimizeOptions
+
+    return OptimizeOptions(device=settings.device, trials=settings.trials, device_option=DEVICE_SETTING)
+
+
+def _generate(job: Job, job_input: JobInput, progress: Progress) -> Outcome:
+    # The pipeline imports torch (through the compiler): paid by the first job, not at start-up.
+    from drtriton_lsp.engine.pipeline import optimize_target
+
+    return optimize_target(
+        job_input.text,
+        job_input.path,
+        job.target_name,
+        options=_engine_options(job_input.settings),
+        runner=LocalRunner(),
+        progress=progress,
+        cancel=job.cancel,
+    )
+
+
+def _verify(job: Job, job_input: JobInput, progress: Progress) -> Outcome:
+    from drtriton_lsp.engine.pipeline import reverify_outcome
+
+    options = _engine_options(job_input.settings)
+    return reverify_outcome(job_input.outcome, options=options, runner=LocalRunner(), progress=progress, cancel=job.cancel)
+
+
+def _benchmark(job: Job, job_input: JobInput, progress: Progress) -> Outcome:
+    from drtriton_lsp.engine.pipeline import retime_outcome
+
+    options = _engine_options(job_input.settings)
+    return retime_outcome(job_input.outcome, options=options, runner=LocalRunner(), progress=progress, cancel=job.cancel)
+
+
+JOB_KINDS = {
+    "generate": JobKind(first_step="starting", run=_generate),
+    "verify": JobKind(first_step="verifying the stored kernel again", run=_verify),
+    "benchmark": JobKind(first_step="benchmarking the stored kernel again", run=_benchmark),
+}
 
 
 class JobManager:
@@ -87,10 +143,30 @@ class JobManager:
     def by_token(self, token: types.ProgressToken) -> Job | None:
         return next((job for job in self.jobs.values() if job.token == token), None)
 
-    async def start(self, uri: str, target_name: str, job_input: JobInput) -> Job:
+    async def request(
+        self, uri: str, target_name: str, kind: str, job_input: JobInput | str, *, quiet: bool = False
+    ) -> dict[str, Any]:
+        """The answer to a command that asks for a job: start it on `job_input`, or say plainly why not (a refusal
+        given instead of the input, or a job already running on the target). quiet: refusals are only returned,
+        not shown (background jobs started on save)."""
+        if isinstance(job_input, str):
+            if not quiet:
+                self.server.tell(job_input, types.MessageType.Warning)
+            return {"status": "refused", "message": job_input}
+        running = self.running_for(uri, target_name)
+        if running is not None:
+            message = f"{target_name}: job {running.id} ({running.kind}) is already running ({running.step})"
+            if not quiet:
+                self.server.tell(message)
+            return {"status": "already running", "jobId": running.id, "message": message}
+        job = await self.start(uri, target_name, kind, job_input)
+        return {"status": "started", "jobId": job.id, "token": job.token}
+
+    async def start(self, uri: str, target_name: str, kind: str, job_input: JobInput) -> Job:
         """Register a job, create its progress token, and start its thread. The caller checked it can run."""
         number = next(self._numbers)
-        job = Job(id=str(number), uri=uri, target_name=target_name, token=f"drtriton-job-{number}")
+        job = Job(id=str(number), uri=uri, target_name=target_name, token=f"drtriton-job-{number}", kind=kind)
+        job.step = JOB_KINDS[kind].first_step
         self.jobs[job.id] = job
         if self.server.client_supports("window", "work_done_progress"):
             try:
@@ -101,9 +177,8 @@ class JobManager:
         if job.has_progress:
             self.server.work_done_progress.begin(
                 job.token,
-                types.WorkDoneProgressBegin(
-                    title=f"drtriton: {target_name}", message="starting", cancellable=True
-                ),
+                # Editors' status lines read the target from the title: the kind is in the message.
+                types.WorkDoneProgressBegin(title=f"drtriton: {target_name}", message=job.step, cancellable=True),
             )
         self.server.refresh_code_lenses()
         threading.Thread(target=self._run, args=(job, job_input), name=f"drtriton-job-{job.id}", daemon=True).start()
@@ -117,35 +192,30 @@ class JobManager:
             job.cancel.set()
 
     def _run(self, job: Job, job_input: JobInput) -> None:
-        """The job's thread: wait for an engine slot, run the main job, hand the outcome to the event loop."""
+        """The job's thread: wait for an engine slot, run the job's kind, hand the outcome to the event loop.
+
+        A failed generate stores its error as the target's result; a failed verify or benchmark leaves the
+        stored result as it was (the kernel it worked on is unchanged)."""
         try:
             if not self._wait_for_slot(job):
                 self.server.call_from_thread(self._finish, job, "cancelled", None, "cancelled while queued")
                 return
             try:
-                # The pipeline imports torch (through the compiler): paid by the first job, not at start-up.
-                from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target
-
-                outcome = optimize_target(
-                    job_input.text,
-                    job_input.path,
-                    job.target_name,
-                    options=OptimizeOptions(device=job_input.settings.device, trials=job_input.settings.trials),
-                    runner=LocalRunner(),
-                    progress=lambda step: self.server.call_from_thread(self._report, job, step),
-                    cancel=job.cancel,
+                outcome = JOB_KINDS[job.kind].run(
+                    job, job_input, lambda step: self.server.call_from_thread(self._report, job, step)
                 )
             finally:
                 self._engine_slots.release()
         except Cancelled:
             self.server.call_from_thread(self._finish, job, "cancelled", None, "cancelled; the worker was stopped")
         except DrtritonError as problem:
-            result = self._result(job, job_input, None, problem.message)
+            result = self._result(job, job_input, None, problem.message) if job_input.outcome is None else None
             self.server.call_from_thread(self._finish, job, "failed", result, problem.message, problem.hint)
         except Exception as bug:  # a drtriton bug must end this job only, never the server
             logger.exception("job %s failed", job.id)
             message = f"internal error ({type(bug).__name__}: {bug}); please report it with the server log"
-            self.server.call_from_thread(self._finish, job, "failed", self._result(job, job_input, None, message), message)
+            result = self._result(job, job_input, None, message) if job_input.outcome is None else None
+            self.server.call_from_thread(self._finish, job, "failed", result, message)
         else:
             if job.cancel.is_set():
                 self.server.call_from_thread(self._finish, job, "cancelled", None, "cancelled")

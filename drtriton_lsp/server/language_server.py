@@ -64,7 +64,7 @@ class DrtritonLanguageServer(LanguageServer):
                 return None
 
     async def analysis_of(self, uri: str) -> tuple[TextDocument, DocumentAnalysis] | None:
-        """For commands that act on the text (generate, apply): the analysis of exactly the current version."""
+        """For commands that act on the text (generate, verify, apply): the analysis of exactly the current version."""
         return await self.analyses.current(uri)
 
     def document_analyzed(self, analysis: DocumentAnalysis) -> None:
@@ -208,6 +208,7 @@ def build_server() -> DrtritonLanguageServer:
         generate,
         hover,
         show_report,
+        verify_and_benchmark,
     )
 
     server = DrtritonLanguageServer()
@@ -218,6 +219,7 @@ def build_server() -> DrtritonLanguageServer:
         code_lens,
         hover,
         generate,
+        verify_and_benchmark,
         apply_kernel,
         show_report,
         debug_information,

@@ -1,6 +1,7 @@
 """Finished jobs' results, kept per document and target, valid only while the target's text is unchanged.
 
-A result also remembers the exact document text and version its job read, which write-back needs.
+A result also remembers the exact document text and version its generate job read, which write-back needs;
+verify and benchmark jobs replace its outcome and keep the rest.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TargetResult:
-    """What a generate job produced for one target.
+    """What a generate job produced for one target (its outcome as verify and benchmark jobs last updated it).
 
     outcome: the engine's outcome (report, program), or None when the job failed before a report.
     error: the one-line reason when there is no report (bad input, a crashed worker).
@@ -42,15 +43,44 @@ class TargetResult:
         """Verified, and measured faster than eager PyTorch or not timed at all (no GPU)."""
         return self.report is not None and worth_writing_back(self.report)
 
+    def refusal_to(self, kind: str) -> str:
+        """Why a "verify" or "benchmark" job cannot run on this result's kernel ("" when it can); runs no code."""
+        if self.outcome is None:
+            return f"the last Generate failed ({self.error}), so there is no kernel to {kind}; run Generate again"
+        # The pipeline imports torch; the job that made this outcome imported it already.
+        from drtriton_lsp.engine.pipeline import retime_refusal, reverify_refusal
+
+        return reverify_refusal(self.outcome) if kind == "verify" else retime_refusal(self.outcome)
+
 
 class ResultStore:
     """Results by (document URI, target name); a result whose target text changed is never handed out."""
 
     def __init__(self) -> None:
         self._results: dict[tuple[str, str], TargetResult] = {}
+        self._outdated: set[tuple[str, str]] = set()  # dropped because their target's text changed
+        self._applied: set[tuple[str, str]] = set()  # written into the file by drtriton.apply
 
     def put(self, result: TargetResult) -> None:
-        self._results[(result.uri, result.target_name)] = result
+        key = (result.uri, result.target_name)
+        self._results[key] = result
+        self._outdated.discard(key)
+        self._applied.discard(key)
+
+    def mark_applied(self, result: TargetResult) -> None:
+        """The result's kernel was written into the file: the target's text changes, and that is why."""
+        self._applied.add((result.uri, result.target_name))
+
+    def outdated_by(self, analysis: DocumentAnalysis, target_name: str) -> str | None:
+        """Why the target has no current result though it had one: "applied" (drtriton wrote the kernel into it)
+        or "edited"; None when it never had one, or its result is current."""
+        key = (analysis.uri, target_name)
+        result = self._results.get(key)
+        analyzed = analysis.target_named(target_name)
+        changed = result is not None and analyzed is not None and analyzed.text_hash not in (None, result.text_hash)
+        if key not in self._outdated and not changed:
+            return None
+        return "applied" if key in self._applied else "edited"
 
     def current(self, analysis: DocumentAnalysis, target_name: str) -> TargetResult | None:
         """The result for the target's text in `analysis`; None when there is none, or the text differs or is
@@ -68,6 +98,7 @@ class ResultStore:
             analyzed = analysis.target_named(target_name) if uri == analysis.uri else None
             if analyzed is not None and not analyzed.edited_since_analysis and analyzed.text_hash != result.text_hash:
                 del self._results[(uri, target_name)]
+                self._outdated.add((uri, target_name))
                 dropped.append(target_name)
         return dropped
 

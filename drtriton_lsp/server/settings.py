@@ -9,7 +9,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from drtriton_lsp.engine.devices import DeviceOption
+
 SECTION = "drtriton"
+# How the engine names the device option when it refuses one: this setting, not the CLI's --device.
+DEVICE_SETTING = DeviceOption(
+    chosen=f"the {SECTION}.device setting is {{device}}", change=f"set {SECTION}.device to {{device}}"
+)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 -- The Neovim flow a user goes through, run by test_nvim_end_to_end.py in a headless Neovim 0.11 with the plugin.
--- Opens $DRTRITON_E2E_FILE, generates, applies, reads lenses; writes what it saw to $DRTRITON_E2E_RESULTS as JSON.
+-- Opens $DRTRITON_E2E_FILE, generates, verifies again, applies, reads lenses; writes what it saw to
+-- $DRTRITON_E2E_RESULTS as JSON.
 
 local TARGET = os.getenv('DRTRITON_E2E_TARGET')
 local DECORATOR = '^%s*@drtriton_dispatch%('
@@ -143,6 +144,19 @@ local function flow()
   say(('report opened: %s, "%s"'):format(results.report_name, results.report_first_line))
   vim.cmd.buffer(bufnr)
 
+  vim.api.nvim_win_set_cursor(0, { target_line, 0 })
+  say(':DrtritonVerify')
+  vim.cmd('DrtritonVerify')
+  wait_for('the verify job to end', 120000, function()
+    return ended_jobs() == 2
+  end)
+  results.verify_job_end = progress[#progress].message
+  wait_for('the lens with the re-verified result', 15000, function()
+    return lens_containing(bufnr, 're-verified') ~= nil
+  end)
+  results.lenses_after_verify = lens_texts(bufnr)
+  say('lens: ' .. lens_containing(bufnr, 're-verified').text)
+
   say(':DrtritonApply')
   vim.cmd('DrtritonApply')
   wait_for('the kernel to be written into the buffer', 30000, function()
@@ -165,12 +179,12 @@ local function flow()
   say(':DrtritonGenerate, then :DrtritonCancel once it runs')
   local began = #progress
   vim.cmd('DrtritonGenerate')
-  wait_for('the second job to begin', 30000, function()
+  wait_for('the third job to begin', 30000, function()
     return #progress > began
   end)
   vim.cmd('DrtritonCancel')
-  wait_for('the second job to end', 60000, function()
-    return ended_jobs() == 2
+  wait_for('the third job to end', 60000, function()
+    return ended_jobs() == 3
   end)
   results.cancelled_job_end = progress[#progress].message
 

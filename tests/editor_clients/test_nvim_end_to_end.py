@@ -1,8 +1,8 @@
 """Neovim end to end: a real headless Neovim 0.11 with editor_clients/nvim drives `drtriton-lsp` on an example.
 
 nvim_flow.lua opens a copy of the example, lists code actions, runs :DrtritonGenerate on the CPU, reads the lenses
-from the buffer, opens the report, applies the kernel, generates again and cancels, then runs :checkhealth drtriton,
-:DrtritonDebugInformation and :DrtritonRestart; these tests check what it saw.
+from the buffer, opens the report, runs :DrtritonVerify, applies the kernel, generates again and cancels, then runs
+:checkhealth drtriton, :DrtritonDebugInformation and :DrtritonRestart; these tests check what it saw.
 """
 
 from __future__ import annotations
@@ -105,6 +105,13 @@ def test_lens_and_diagnostic_carry_the_result(flow):
     info = 2  # vim.log.levels.INFO: the server's message, on one line (no hit-enter prompt)
     assert {"message": f"drtriton: {TARGET}: {CPU_RESULT}", "level": info} in seen["notifications"]
     assert seen["statusline"] == f"drtriton: {TARGET}: {CPU_RESULT}"
+
+
+def test_verify_checks_the_kernel_again_and_updates_the_lens(flow):
+    seen, _, _ = flow
+    re_verified = "re-verified (3/3 trials, new inputs) · no speed measured: no GPU"  # 2 trials plus one at odd sizes
+    assert seen["verify_job_end"] == f"{TARGET}: {re_verified}"
+    assert seen["lenses_after_verify"] == [{"line": target_line_index(), "text": f"{re_verified} | Apply verified kernel"}]
 
 
 def test_show_report_opens_the_markdown_report(flow):

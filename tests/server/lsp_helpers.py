@@ -9,6 +9,7 @@ import asyncio
 import time
 from pathlib import Path
 
+import psutil
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -101,3 +102,24 @@ def document_edits(client: LanguageClient, edit: types.WorkspaceEdit, uri: str) 
         return document_edit.text_document.version, list(document_edit.edits)
     assert client.editor == "neovim", "VS Code supports documentChanges: the server must send them"
     return None, list(edit.changes[uri])
+
+
+def applied_text(text: str, edits: list[types.TextEdit]) -> str:
+    """`text` with `edits` applied, as the editor would (positions in UTF-16 units equal characters here)."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(position: types.Position) -> int:
+        return starts[min(position.line, len(lines))] + position.character
+
+    for edit in sorted(edits, key=lambda edit: offset(edit.range.start), reverse=True):
+        text = text[: offset(edit.range.start)] + edit.new_text + text[offset(edit.range.end) :]
+    return text
+
+
+def worker_processes(client: LanguageClient) -> list[psutil.Process]:
+    """The drtriton worker processes the server started (the code under test runs in them)."""
+    server = psutil.Process(client._server.pid)
+    return [p for p in server.children(recursive=True) if "drtriton_lsp.runners.worker" in " ".join(p.cmdline())]

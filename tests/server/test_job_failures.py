@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import psutil
 import pytest
 from lsp_helpers import (
     change_file,
@@ -18,6 +17,7 @@ from lsp_helpers import (
     push_settings,
     wait_for_job_end,
     wait_until,
+    worker_processes,
 )
 from lsprotocol import types
 
@@ -49,11 +49,6 @@ class SortedRows(nn.Module):
     def forward(self, x):
         return torch.sort(x, dim=-1).values
 """
-
-
-def worker_processes(client) -> list[psutil.Process]:
-    server = psutil.Process(client._server.pid)
-    return [p for p in server.children(recursive=True) if "drtriton_lsp.runners.worker" in " ".join(p.cmdline())]
 
 
 async def test_cancel_stops_the_job_and_its_worker(client, example_file):
@@ -120,11 +115,14 @@ async def test_device_cuda_without_a_gpu_fails_the_job_clearly(client, example_f
     started = await execute(client, "drtriton.generate", {"uri": uri, "target": "ScaledActivation"})
 
     end = await wait_for_job_end(client, started["token"], timeout_s=60)
-    assert end.message == "--device cuda was asked for, but the worker sees no CUDA GPU"
+    assert end.message == "the drtriton.device setting is cuda, but the worker sees no CUDA GPU"
     errors = [m.message for m in client.messages if m.type == types.MessageType.Error]
     assert errors == [f"drtriton: ScaledActivation: {end.message}"]
     hint = [m.message for m in client.log_messages if m.type == types.MessageType.Error]
-    assert hint == [f"drtriton: ScaledActivation: {end.message}\nrun with --device cpu (verification under the Triton interpreter) or on a machine with a GPU"]
+    assert hint == [
+        f"drtriton: ScaledActivation: {end.message}\n"
+        "set drtriton.device to cpu for verification under the Triton interpreter, or use a machine with a GPU"
+    ]
     (lens,) = await code_lenses(client, uri)
     assert lens.command.title == f"failed: {end.message}"
 

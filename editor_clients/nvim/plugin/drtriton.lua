@@ -21,6 +21,8 @@ local function target_command(name, server_command, description)
 end
 
 target_command('DrtritonGenerate', commands.generate, 'drtriton: generate, verify and time a Triton kernel for the target at the cursor')
+target_command('DrtritonVerify', commands.verify, 'drtriton: verify the stored kernel of the target at the cursor again, with new inputs')
+target_command('DrtritonBenchmark', commands.benchmark, 'drtriton: time the verified kernel of the target at the cursor again (GPU)')
 target_command('DrtritonApply', commands.apply, 'drtriton: write the verified kernel into the target at the cursor')
 target_command('DrtritonShowReport', commands.show_report, 'drtriton: open the report of the target at the cursor')
 target_command('DrtritonCancel', commands.cancel, 'drtriton: cancel the job running on the target at the cursor')

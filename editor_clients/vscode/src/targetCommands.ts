@@ -6,6 +6,8 @@ import * as vscode from 'vscode';
 /** The server's `workspace/executeCommand` ids (drtriton_lsp/server/*.py); vscode-languageclient registers them. */
 export const SERVER_COMMANDS = {
   generate: 'drtriton.generate',
+  verify: 'drtriton.verify',
+  benchmark: 'drtriton.benchmark',
   apply: 'drtriton.apply',
   showReport: 'drtriton.showReport',
   cancel: 'drtriton.cancel',
@@ -25,6 +27,17 @@ export const TARGET_COMMANDS: readonly TargetCommand[] = [
     serverCommand: SERVER_COMMANDS.generate,
     nothingToRun:
       'no target at the cursor (an nn.Module with a forward, or a function that calls torch), or a job is already running on it',
+  },
+  {
+    paletteCommand: 'drtriton.verifyAtCursor',
+    serverCommand: SERVER_COMMANDS.verify,
+    nothingToRun: 'no kernel to verify at the cursor (or a job is running on it); run "drtriton: Generate Triton kernel" first',
+  },
+  {
+    paletteCommand: 'drtriton.benchmarkAtCursor',
+    serverCommand: SERVER_COMMANDS.benchmark,
+    nothingToRun:
+      'no verified kernel to benchmark at the cursor (or a job is running on it); run "drtriton: Generate Triton kernel" first',
   },
   {
     paletteCommand: 'drtriton.applyAtCursor',

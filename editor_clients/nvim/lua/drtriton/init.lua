@@ -8,6 +8,8 @@ M.client_name = 'drtriton'
 --- The server's `workspace/executeCommand` ids (drtriton_lsp/server/*.py).
 M.server_commands = {
   generate = 'drtriton.generate',
+  verify = 'drtriton.verify',
+  benchmark = 'drtriton.benchmark',
   apply = 'drtriton.apply',
   show_report = 'drtriton.showReport',
   cancel = 'drtriton.cancel',
@@ -17,6 +19,9 @@ M.server_commands = {
 local nothing_to_run = {
   [M.server_commands.generate] = 'no target at the cursor (an nn.Module with a forward, or a function that calls torch), '
     .. 'or a job is already running on it',
+  [M.server_commands.verify] = 'no kernel to verify at the cursor (or a job is running on it); run :DrtritonGenerate first',
+  [M.server_commands.benchmark] = 'no verified kernel to benchmark at the cursor (or a job is running on it); '
+    .. 'run :DrtritonGenerate first',
   [M.server_commands.apply] = 'no verified kernel to apply at the cursor; run :DrtritonGenerate first',
   [M.server_commands.show_report] = 'no report at the cursor yet; run :DrtritonGenerate first',
   [M.server_commands.cancel] = 'no job is running on the target at the cursor',

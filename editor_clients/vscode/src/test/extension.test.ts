@@ -120,6 +120,36 @@ test('Generate at the cursor runs the server command of the drtriton code action
   ]);
 });
 
+test('Verify and Benchmark at the cursor run the verify and benchmark actions the server offers there', async () => {
+  await activated();
+  cursorInPythonFile();
+  const targetArguments = [{ uri: FILE.toString(), target: 'MLPBlock' }];
+  recorded.codeActions = ['generate', 'verify', 'benchmark', 'apply'].map((kind) => ({
+    title: `drtriton: ${kind} MLPBlock`,
+    command: { title: kind, command: `drtriton.${kind}`, arguments: targetArguments },
+  }));
+  recorded.commandResults.set('drtriton.verify', { status: 'started', jobId: '2' });
+  recorded.commandResults.set('drtriton.benchmark', { status: 'already running', jobId: '2' });
+  await recorded.commands.get('drtriton.verifyAtCursor')?.();
+  await recorded.commands.get('drtriton.benchmarkAtCursor')?.();
+  const ran = recorded.executed.filter((call) => call.command.startsWith('drtriton.') && !call.command.endsWith('AtCursor'));
+  assert.deepEqual(ran, [
+    { command: 'drtriton.verify', args: targetArguments },
+    { command: 'drtriton.benchmark', args: targetArguments },
+  ]);
+});
+
+test('Benchmark with only Generate offered at the cursor (no verified kernel) says what to do', async () => {
+  await activated();
+  cursorInPythonFile();
+  recorded.codeActions = [{ title: 'drtriton: Generate', command: { title: 'Generate', command: 'drtriton.generate', arguments: [] } }];
+  await recorded.commands.get('drtriton.benchmarkAtCursor')?.();
+  assert.deepEqual(recorded.warnings, [
+    'drtriton: no verified kernel to benchmark at the cursor (or a job is running on it); run "drtriton: Generate Triton kernel" first',
+  ]);
+  assert.ok(!recorded.executed.some((call) => call.command === 'drtriton.generate'));
+});
+
 test('with no matching code action at the cursor, the user is told why', async () => {
   await activated();
   cursorInPythonFile();
