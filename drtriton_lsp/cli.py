@@ -119,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--search-seconds", type=float, default=60.0, help="time budget of --search per problem, in seconds (default 60)"
     )
     bench.add_argument(
+        "--jobs",
+        type=_positive,
+        default=1,
+        help="problems at a time (default 1): their verifications share the GPU, each timing has it alone",
+    )
+    bench.add_argument(
         "--resume",
         action="store_true",
         help="keep the problems already in OUT/results.json (same device) and run only the others",
@@ -423,6 +429,7 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
                 Text.assemble(f"[{number}/{total}] ", (problem.name, "bold"), ": ", message)
             ),
             on_done=lambda number, total, record: console.print(Text(progress_line(number, total, record)), highlight=False),
+            jobs=args.jobs,
         )
     console.print(Markdown(render_console_summary(results)))
     say(console, "wrote ", "green", f"{out}: results.md, results.json, speedup.svg, roofline.svg")

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
+import threading
+import time
 import xml.etree.ElementTree as ElementTree
 
 import pytest
 
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
-from drtriton_lsp.engine import suite
+from drtriton_lsp.engine import bench, suite
+from drtriton_lsp.engine.gpu_lock import GPU_LOCK_VARIABLE, gpu_hold
 from drtriton_lsp.engine.roofline import GraphWork, MatmulShape, broadcast_matmul_shape, einsum_shape, graph_work
 from drtriton_lsp.engine.suite_plots import roofline_chart, speedup_chart
 from drtriton_lsp.engine.suite_report import render_markdown, write_results
@@ -26,8 +30,13 @@ H200 = {"kind": "cuda", "name": "NVIDIA H200"}
 PIPELINE = {"trials": 5, "search": True, "search_seconds": 60.0}
 
 
-def record(name, category, status="verified", vs_eager=None, vs_compile=None, fraction=None, ceiling="copy"):
-    """A results.json problem entry as the bench writes it, with only what a test needs."""
+def record(
+    name, category, status="verified", vs_eager=None, vs_compile=None, fraction=None, ceiling="copy", latency=None
+):
+    """A results.json problem entry as the bench writes it, with only what a test needs.
+
+    latency: (speedup vs eager, speedup vs torch.compile) of single calls to an idle GPU, or None (older runs).
+    """
     timing = None
     if vs_eager is not None:
         timing = {
@@ -38,6 +47,11 @@ def record(name, category, status="verified", vs_eager=None, vs_compile=None, fr
             "speedup_vs_compile": vs_compile,
             "flags": [],
         }
+        if latency is not None:
+            timing["latency"] = {
+                "eager_ms": 1.0, "compile_ms": 1.0, "triton_ms": 1.0 / latency[0],
+                "speedup_vs_eager": latency[0], "speedup_vs_compile": latency[1],
+            }
     roofline = None
     if fraction is not None:
         roofline = {
@@ -109,6 +123,37 @@ def test_geometric_means_are_over_verified_problems_per_category():
     assert summary["single_op"]["geomean_speedup_vs_compile"] == pytest.approx((0.5 * 0.25 * 1.0) ** (1 / 3))
     assert summary["fusion"]["geomean_speedup_vs_eager"] == pytest.approx(4.0)
     assert summary["all"]["geomean_speedup_vs_eager"] == pytest.approx(math.prod([2.0, 0.5, 1.0, 4.0]) ** 0.25)
+
+
+def test_call_latency_speedups_have_their_own_geometric_means_and_are_absent_from_older_runs():
+    records = [
+        record("single_op/a.py", "single_op", vs_eager=2.0, vs_compile=2.0, latency=(0.5, 1.0)),
+        record("single_op/b.py", "single_op", vs_eager=2.0, vs_compile=2.0, latency=(2.0, 4.0)),
+    ]
+    group = suite.summarize(records, speed_measured=True)["single_op"]
+    assert group["geomean_speedup_vs_eager"] == pytest.approx(2.0)
+    assert group["geomean_latency_speedup_vs_eager"] == pytest.approx(1.0)
+    assert group["geomean_latency_speedup_vs_compile"] == pytest.approx(2.0)
+    older = suite.summarize([record("single_op/a.py", "single_op", vs_eager=2.0, vs_compile=2.0)], speed_measured=True)
+    assert older["single_op"]["geomean_latency_speedup_vs_compile"] is None
+    markdown = render_markdown(gpu_results(records))
+    assert "| geomean call-latency speedup vs torch.compile | 2.00x | 2.00x |" in markdown
+
+
+def test_speeds_use_device_time_and_latency_its_own_measure_unless_work_escaped_the_timed_stream():
+    measured = {
+        "eager": {"median_ms": 1.0, "median_latency_ms": 1.2, "median_host_ms": 1.3},
+        "compile": {"median_ms": 0.8, "median_latency_ms": 1.6, "median_host_ms": 1.7},
+        "triton": {"median_ms": 0.5, "median_latency_ms": 0.8, "median_host_ms": 3.0},
+    }
+    device_time = bench.speedups(measured, "median_ms")
+    assert (device_time["triton_ms"], device_time["speedup_vs_eager"], device_time["speedup_vs_compile"]) == (0.5, 2.0, 1.6)
+    latency = bench.speedups(measured, "median_latency_ms")
+    assert latency["speedup_vs_eager"] == pytest.approx(1.5) and latency["speedup_vs_compile"] == pytest.approx(2.0)
+    # the host clock is the candidate's only trusted measure; baselines keep their synchronized event times
+    host = bench.speedups(measured, "median_host_ms")
+    assert host["triton_ms"] == 3.0 and host["eager_ms"] == 1.2 and host["compile_ms"] == 1.6
+    assert bench.speedups({**measured, "compile": None}, "median_ms")["speedup_vs_compile"] is None
 
 
 def test_a_torch_compile_failure_is_left_out_of_the_mean_and_counts_as_not_faster():
@@ -202,7 +247,7 @@ def test_a_timed_matmul_problem_is_placed_against_the_library_measured_for_its_o
             return {"graph": symbolic_linear_graph().to_json()}
         return {"copy": None, "matmul": {"ms": 0.5, "flops": 2 * 128 * 32 * 64, "tflops": 0.001, "tf32": False}}
 
-    def optimize(source, path, target, *, options, runner, progress):
+    def optimize(source, path, target, *, options, runner, progress, cancel=None):
         runner.call("capture", {"task": "..."})
         report = {
             "status": "verified", "message": "", "timing_note": "", "correctness": {"reason": None},
@@ -313,7 +358,7 @@ def test_resuming_refuses_results_from_another_device_or_pipeline_setting(tmp_pa
 def test_ctrl_c_stops_the_run_and_keeps_the_problems_already_done(tmp_path, monkeypatch):
     problems = [suite.Problem(tmp_path / f"{name}.py", f"{name}.py", "fusion") for name in ("a", "b", "c")]
 
-    def run_problem(problem, _options, _copy, _progress):
+    def run_problem(problem, _options, _copy, _progress, cancel=None):
         if problem.name == "b.py":
             raise KeyboardInterrupt
         return record(problem.name, "fusion", vs_eager=2.0, vs_compile=1.5, fraction=0.9)
@@ -331,13 +376,80 @@ def test_ctrl_c_stops_the_run_and_keeps_the_problems_already_done(tmp_path, monk
     assert "1 problems run (partial" in (tmp_path / "out" / "results.md").read_text()
 
     ran = []
-    monkeypatch.setattr(suite, "run_problem", lambda problem, *_: ran.append(problem.name) or record(problem.name, "fusion"))
+    monkeypatch.setattr(
+        suite, "run_problem", lambda problem, *_, **__: ran.append(problem.name) or record(problem.name, "fusion")
+    )
     assert suite.run_suite(problems, saved, None, None, save=lambda _: None, on_progress=lambda *_: None, on_done=lambda *_: None)
     assert ran == ["b.py", "c.py"]  # a resumed run skips what is recorded
 
 
+def test_problems_run_side_by_side_share_one_gpu_lock_that_is_gone_afterwards(tmp_path, monkeypatch):
+    problems = [suite.Problem(tmp_path / f"{name}.py", f"{name}.py", "fusion") for name in ("a", "b", "c", "d")]
+    running, most_at_once, locks = set(), [0], set()
+    guard = threading.Lock()
+
+    def run_problem(problem, _options, _copy, _progress, cancel=None):
+        with guard:
+            running.add(problem.name)
+            most_at_once[0] = max(most_at_once[0], len(running))
+            locks.add(os.environ.get(GPU_LOCK_VARIABLE))
+        time.sleep(0.2)
+        with guard:
+            running.discard(problem.name)
+        return record(problem.name, "fusion", vs_eager=2.0, vs_compile=1.5)
+
+    monkeypatch.setattr(suite, "run_problem", run_problem)
+    monkeypatch.delenv(GPU_LOCK_VARIABLE, raising=False)
+    done = []
+    results = gpu_results([])
+    assert suite.run_suite(
+        problems, results, None, None, save=lambda _: None, on_progress=lambda *_: None,
+        on_done=lambda number, total, _record: done.append((number, total)), jobs=2,
+    )
+    assert most_at_once[0] == 2 and len(locks) == 1 and None not in locks
+    assert GPU_LOCK_VARIABLE not in os.environ
+    assert sorted(r["problem"] for r in results["problems"]) == ["a.py", "b.py", "c.py", "d.py"]
+    assert done == [(1, 4), (2, 4), (3, 4), (4, 4)] and results["complete"]
+
+
+def test_a_timing_waits_for_running_verifications_and_holds_the_gpu_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv(GPU_LOCK_VARIABLE, str(tmp_path / "gpu.lock"))
+    events = []
+    verifying = threading.Event()
+
+    def verification():
+        with gpu_hold(exclusive=False):
+            events.append("verify start")
+            verifying.set()
+            time.sleep(0.3)
+            events.append("verify end")
+
+    def timing():
+        verifying.wait()
+        with gpu_hold(exclusive=True):
+            events.append("timing start")
+            time.sleep(0.1)
+            events.append("timing end")
+
+    threads = [threading.Thread(target=verification), threading.Thread(target=timing)]
+    for thread in threads:
+        thread.start()
+    verifying.wait()
+    time.sleep(0.1)  # the timing is waiting now: a verification that comes later queues behind it
+    late = threading.Thread(target=lambda: gpu_hold_then(events, "late verify"))
+    late.start()
+    for thread in [*threads, late]:
+        thread.join(timeout=10)
+    assert events == ["verify start", "verify end", "timing start", "timing end", "late verify"]
+
+
+def gpu_hold_then(events, name):
+    with gpu_hold(exclusive=False):
+        events.append(name)
+
+
 def test_ctrl_c_during_the_first_problem_still_writes_readable_results(tmp_path, monkeypatch):
-    def interrupted(*_arguments):
+    def interrupted(*_arguments, **_options):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(suite, "run_problem", interrupted)

@@ -7,19 +7,24 @@ in worker processes through `optimize_target` and is placed against ceilings mea
 from __future__ import annotations
 
 import ast
+import concurrent.futures
+import contextlib
 import datetime
 import json
 import math
 import os
 import statistics
 import subprocess
+import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.engine.gpu_lock import GPU_LOCK_VARIABLE
 from drtriton_lsp.engine.pipeline import OptimizeOptions, Outcome, optimize_target
 from drtriton_lsp.engine.roofline import BANDWIDTH_TARGET, LIBRARY_TARGET, GraphWork, graph_work
 from drtriton_lsp.errors import DrtritonError
@@ -130,6 +135,7 @@ def run_problem(
     options: OptimizeOptions,
     copy_ceiling: dict[str, Any] | None,
     progress: Progress,
+    cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Optimize one problem's Model and record its verdict, times and position against the ceilings."""
     started = time.monotonic()
@@ -139,7 +145,7 @@ def run_problem(
     try:
         outcome = optimize_target(
             problem.path.read_text(encoding="utf-8"), str(problem.path), "Model",
-            options=options, runner=runner, progress=progress,
+            options=options, runner=runner, progress=progress, cancel=cancel,
         )
     except DrtritonError as error:
         failure = (snake_case_name(type(error).__name__), error.located() + (f" ({error.hint})" if error.hint else ""))
@@ -214,7 +220,7 @@ def build_record(
     if timing:
         record["timing"] = {
             key: timing.get(key)
-            for key in ("eager_ms", "compile_ms", "triton_ms", "speedup_vs_eager", "speedup_vs_compile", "flags")
+            for key in ("eager_ms", "compile_ms", "triton_ms", "speedup_vs_eager", "speedup_vs_compile", "latency", "flags")
         }
         record["roofline"] = roofline_position(timing, work, copy_ceiling, library)
     return record
@@ -301,6 +307,7 @@ def summarize_group(records: list[dict[str, Any]], speed_measured: bool) -> dict
     timed = [r for r in verified if r["timing"]]
     vs_eager = [r["timing"]["speedup_vs_eager"] for r in timed]
     vs_compile = [r["timing"]["speedup_vs_compile"] for r in timed if r["timing"]["speedup_vs_compile"]]
+    latencies = [r["timing"]["latency"] for r in timed if r["timing"].get("latency")]
     group: dict[str, Any] = {
         "problems": len(records),
         "verified": len(verified),
@@ -309,6 +316,11 @@ def summarize_group(records: list[dict[str, Any]], speed_measured: bool) -> dict
         "fast_1_vs_compile": None,
         "geomean_speedup_vs_eager": geometric_mean(vs_eager),
         "geomean_speedup_vs_compile": geometric_mean(vs_compile),
+        # the same calls, each issued to an idle GPU (host launch cost included); None for runs before it was measured
+        "geomean_latency_speedup_vs_eager": geometric_mean([latency["speedup_vs_eager"] for latency in latencies]),
+        "geomean_latency_speedup_vs_compile": geometric_mean(
+            [latency["speedup_vs_compile"] for latency in latencies if latency["speedup_vs_compile"]]
+        ),
     }
     if speed_measured and records:
         # KernelBench's fast_p at p = 1: correct and faster, over every problem (failures count as not fast)
@@ -356,33 +368,62 @@ def run_suite(
     save: Callable[[dict[str, Any]], None],
     on_progress: Callable[[int, int, Problem, str], None],
     on_done: Callable[[int, int, dict[str, Any]], None],
+    jobs: int = 1,
 ) -> bool:
-    """Run every problem not yet in `results`, saving after each; False when interrupted (Ctrl-C).
+    """Run every problem not yet in `results`, `jobs` at a time, saving after each; False when interrupted (Ctrl-C).
 
-    An interrupted problem leaves no record, so a later run with the same results picks it up.
+    Problems run side by side share the GPU through a lock their workers take: verifications together,
+    each timing alone (engine/gpu_lock.py). An interrupted problem leaves no record, so a later run with
+    the same results picks it up.
     """
     recorded = {record["problem"] for record in results["problems"]}
     pending = [problem for problem in problems if problem.name not in recorded]
     speed_measured = results["device"]["kind"] == "cuda"
     results["complete"] = False
     results["summary"] = summarize(results["problems"], speed_measured)
-    for number, problem in enumerate(pending, start=1):
+    stop = threading.Event()
+    finished = 0
+
+    def run(number: int, problem: Problem) -> dict[str, Any]:
+        return run_problem(
+            problem, options, copy_ceiling, lambda message: on_progress(number, len(pending), problem, message), cancel=stop
+        )
+
+    with shared_gpu_lock(jobs > 1), concurrent.futures.ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
+        futures = [pool.submit(run, number, problem) for number, problem in enumerate(pending, start=1)]
         try:
-            record = run_problem(
-                problem, options, copy_ceiling, lambda message: on_progress(number, len(pending), problem, message)
-            )
+            for future in concurrent.futures.as_completed(futures):
+                record = future.result()
+                results["problems"].append(record)
+                results["summary"] = summarize(results["problems"], speed_measured)
+                results["updated"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+                save(results)
+                finished += 1
+                on_done(finished, len(pending), record)
         except KeyboardInterrupt:
+            stop.set()  # the running problems' workers are killed; their results are not recorded
+            for future in futures:
+                future.cancel()
             save(results)
             return False
-        results["problems"].append(record)
-        results["summary"] = summarize(results["problems"], speed_measured)
-        results["updated"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        save(results)
-        on_done(number, len(pending), record)
     results["summary"] = summarize(results["problems"], speed_measured)
     results["complete"] = True
     save(results)
     return True
+
+
+@contextlib.contextmanager
+def shared_gpu_lock(needed: bool) -> Iterator[None]:
+    """Point every worker started meanwhile at one GPU lock file (when problems run side by side)."""
+    if not needed or os.environ.get(GPU_LOCK_VARIABLE):
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="drtriton-gpu-lock-") as directory:
+        os.environ[GPU_LOCK_VARIABLE] = str(Path(directory) / "gpu.lock")
+        try:
+            yield
+        finally:
+            del os.environ[GPU_LOCK_VARIABLE]
 
 
 def git_commit(directory: Path) -> str:

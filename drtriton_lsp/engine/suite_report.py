@@ -117,7 +117,9 @@ def provenance_of_ceilings(results: dict[str, Any]) -> list[str]:
         "- matmul-class problems (an mm, bmm, addmm, baddbmm, linear, matmul or einsum in the graph): "
         "2*M*N*K summed, against torch.matmul timed on the same shapes and dtypes in the same run "
         "(TF32 off for float32 unless the kernel itself uses TF32)",
-        "- timing: CUDA events, L2 flushed before each call, warm-up, medians (see a report's timing.method)",
+        "- timing: CUDA events, L2 flushed before each call, warm-up, medians. Speeds are device time (calls "
+        "queued back to back, as triton.testing.do_bench times); call latency is each call issued to an idle GPU, "
+        "host launch included (see a report's timing.method)",
     ]
 
 
@@ -140,6 +142,8 @@ def render_summary_table(results: dict[str, Any]) -> list[str]:
     row("fast_1 vs torch.compile", lambda group: share(group["fast_1_vs_compile"], group["problems"]))
     row("geomean speedup vs eager", lambda group: times(group["geomean_speedup_vs_eager"]))
     row("geomean speedup vs torch.compile", lambda group: times(group["geomean_speedup_vs_compile"]))
+    row("geomean call-latency speedup vs eager", lambda group: times(group.get("geomean_latency_speedup_vs_eager")))
+    row("geomean call-latency speedup vs torch.compile", lambda group: times(group.get("geomean_latency_speedup_vs_compile")))
     row("memory-bound: median of copy bandwidth", lambda group: median_cell(group["memory_bound"]))
     row(f"memory-bound at >= {target_of(summary, 'memory_bound')}", lambda group: at_target(group["memory_bound"]))
     row("matmul-class: median of library rate", lambda group: median_cell(group["matmul_class"]))
@@ -150,12 +154,14 @@ def render_summary_table(results: dict[str, Any]) -> list[str]:
 def render_problem_table(results: dict[str, Any]) -> list[str]:
     lines = [
         "| problem | category | dtype | status | eager ms | compile ms | Triton ms | vs eager | vs compile "
+        "| latency vs eager | latency vs compile "
         "| MB moved | Triton GB/s | of copy BW | Triton TFLOP/s | of library | ops in Triton / kept | seconds |",
-        "|---" * 16 + "|",
+        "|---" * 18 + "|",
     ]
     ordered = sorted(results["problems"], key=lambda record: (category_rank(record["category"]), record["problem"]))
     for record in ordered:
         timing = record["timing"] or {}
+        latency = timing.get("latency") or {}
         position = record["roofline"] or {}
         work = record["work"] or {}
         cells = [
@@ -168,6 +174,8 @@ def render_problem_table(results: dict[str, Any]) -> list[str]:
             number(timing.get("triton_ms")),
             times(timing.get("speedup_vs_eager")),
             times(timing.get("speedup_vs_compile")),
+            times(latency.get("speedup_vs_eager")),
+            times(latency.get("speedup_vs_compile")),
             number(work["minimum_bytes"] / 1e6 if work.get("minimum_bytes") else None),
             number(position.get("triton_gb_per_s"), digits=0),
             fraction(position.get("bandwidth_fraction")),

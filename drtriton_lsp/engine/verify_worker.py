@@ -18,6 +18,7 @@ from typing import Any, Callable
 import torch
 
 from drtriton_lsp.engine.capture import export_program
+from drtriton_lsp.engine.gpu_lock import gpu_hold
 from drtriton_lsp.engine.shapes import InputShapePlan, plan_input_shapes, resize_inputs
 from drtriton_lsp.engine.task import Task, load_module_from_source
 from drtriton_lsp.engine.task_runtime import (
@@ -69,6 +70,14 @@ class Tally:
 
 
 def run_verification(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    """Verify on the device named in params; on a GPU, side by side with other verifications, never during a timing."""
+    if torch.device(params["device"]).type != "cuda":
+        return _verify(params, progress)
+    with gpu_hold(exclusive=False):
+        return _verify(params, progress)
+
+
+def _verify(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
     task = Task.from_json(params["task"])
     device = torch.device(params["device"])
     trials = int(params.get("trials", 5))

@@ -1,10 +1,10 @@
-"""The report's views: the one-line summary never claims speed it did not measure, and only a
+"""The report's views: the one-line summary never claims speed it did not measure, latency reads plainly, and only a
 verified winner (faster than eager, or untimed) is worth writing back.
 """
 
 from __future__ import annotations
 
-from drtriton_lsp.engine.report import one_line, worth_writing_back
+from drtriton_lsp.engine.report import latency_text, one_line, worth_writing_back
 
 
 def report(status: str = "verified", speedup: float | None = None) -> dict:
@@ -32,3 +32,12 @@ def test_only_a_verified_winner_is_worth_writing_back():
     assert worth_writing_back(report(speedup=1.3))
     assert not worth_writing_back(report(speedup=0.35))
     assert not worth_writing_back(report("failed"))
+
+
+def test_call_latency_reads_as_times_and_speedups_and_leaves_out_a_failed_torch_compile():
+    latency = {"eager_ms": 0.045, "compile_ms": 0.0785, "triton_ms": 0.0634, "speedup_vs_eager": 0.71, "speedup_vs_compile": 1.24}
+    assert latency_text(latency) == (
+        "eager 0.045 ms, torch.compile 0.0785 ms, Triton 0.0634 ms (0.71x vs eager, 1.24x vs torch.compile)"
+    )
+    without_compile = {**latency, "compile_ms": None, "speedup_vs_compile": None}
+    assert latency_text(without_compile) == "eager 0.045 ms, Triton 0.0634 ms (0.71x vs eager)"
