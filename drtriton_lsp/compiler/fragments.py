@@ -1,6 +1,8 @@
 """Fragments of a graph for test-time search: a sub-graph as its own task, and the alternative
-schedules for the ops one search step covers (keep them, re-tune them, split the kernel, or compute
-a kept op, such as a convolution, in its template's kernel together with the pointwise ops after it).
+schedules for the ops one search step covers (keep them, re-tune them, split the kernel, compute
+a kept op, such as a convolution, in its template's kernel together with the pointwise ops after it,
+fold the reduce kernel after a matmul into the matmul's kernel, or compute consecutive pointwise and
+reduce kernels over the same rows as one row kernel).
 
 A fragment's node names are the whole graph's, so an alternative chosen for a fragment is also a
 valid set of lines in the whole graph's script.
@@ -18,12 +20,16 @@ from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.partition import Anchored
 from drtriton_lsp.compiler.planner import GraphRoles, classify, default_kernel_line, default_schedule, lower_schedule
 from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, ScheduleError
-from drtriton_lsp.compiler.templates import POINTWISE, TEMPLATES
+from drtriton_lsp.compiler.templates import POINTWISE, ROW, TEMPLATES
 from drtriton_lsp.errors import DrtritonError
 
 # random inputs of these dtypes are meaningful for any op; integer inputs (class indices, counts)
 # need values from the real model, so fragments that read them are not searched
 SEARCHABLE_INPUT_DTYPES = ("float32", "float16", "bfloat16", "bool")
+# kernel lines a row kernel can take over together, and the most consecutive lines it is tried on
+# (a written-out softmax is four lines, layer norm three)
+ROW_RUN_TEMPLATES = (POINTWISE.name, "reduce")
+MAX_ROW_RUN = 8
 
 
 class UnsearchableFragment(DrtritonError):
@@ -129,7 +135,11 @@ def search_steps(graph: OpGraph, schedule: Schedule) -> list[SearchStep]:
     """What a search measures, in schedule order: every kernel line, and every kept op a template can
     compute (a convolution, which the default schedule keeps). Such an op is measured together with the
     first later line that reads it when that is a pointwise kernel line its template can take as the op's
-    epilogue in that line's place; otherwise alone.
+    epilogue in that line's place; otherwise alone. Likewise a kernel line of a template that can end in
+    a reduction (matmul) is measured together with the first later line that reads it when that is a
+    reduce kernel line the template can fold into its kernel in that line's place. And the longest run
+    (two lines or more) of consecutive pointwise and reduce kernel lines from a line that one row kernel
+    can compute in their last line's place is measured as one step.
     """
     roles = classify(graph)
     nodes = {node.name: node for node in graph.nodes}
@@ -144,8 +154,96 @@ def search_steps(graph: OpGraph, schedule: Schedule) -> list[SearchStep]:
                 joined.add(epilogue)
                 steps.append(SearchStep((position, epilogue), (line, schedule.steps[epilogue])))
         elif isinstance(line, KernelLine) and position not in joined:
-            steps.append(SearchStep((position,), (line,)))
+            row_run = _row_run(graph, schedule, position, joined)
+            if row_run is not None:
+                joined.update(row_run)
+                steps.append(SearchStep(row_run, tuple(schedule.steps[index] for index in row_run)))
+                continue
+            reduction = _reduction_position(graph, roles, nodes, schedule, position)
+            if reduction is None or reduction in joined:
+                steps.append(SearchStep((position,), (line,)))
+            else:
+                joined.add(reduction)
+                steps.append(SearchStep((position, reduction), (line, schedule.steps[reduction])))
     return steps
+
+
+def _row_run(graph: OpGraph, schedule: Schedule, start: int, taken: set[int]) -> tuple[int, ...] | None:
+    """The positions of the longest run of consecutive pointwise and reduce kernel lines from `start`, at
+    most MAX_ROW_RUN and none in `taken`, whose ops one row kernel computes (on the run's own fragment);
+    None when no run of two lines or more does."""
+
+    def joinable(position: int) -> bool:
+        line = schedule.steps[position]
+        return isinstance(line, KernelLine) and line.template in ROW_RUN_TEMPLATES and position not in taken
+
+    if not joinable(start):
+        return None
+    end = start
+    while end + 1 < len(schedule.steps) and end + 1 - start < MAX_ROW_RUN and joinable(end + 1):
+        end += 1
+    for last in range(end, start, -1):
+        lines = schedule.steps[start : last + 1]
+        if not any(line.template == "reduce" for line in lines):
+            continue
+        try:
+            _row_line(graph, lines)
+        except (ScheduleError, UnsearchableFragment):
+            continue
+        return tuple(range(start, last + 1))
+    return None
+
+
+def _row_line(graph: OpGraph, lines: Sequence[KernelLine]) -> KernelLine:
+    """The lines' ops as one row kernel with its default parameters, checked on their own fragment of
+    `graph`; raises ScheduleError when it does not lower there, UnsearchableFragment as fragment_graph."""
+    order = {node.name: index for index, node in enumerate(graph.nodes)}
+    members = tuple(sorted((name for line in lines for name in line.nodes), key=order.__getitem__))
+    fragment = fragment_graph(graph, members)
+    row_line = default_kernel_line(fragment, ROW.name, members)
+    lower_schedule(fragment, Schedule((row_line,)), "check", NameScope())
+    return row_line
+
+
+def _reduction_position(
+    graph: OpGraph, roles: GraphRoles, nodes: dict[str, OpNode], schedule: Schedule, line_position: int
+) -> int | None:
+    """The position of the first line after a kernel line of a `reduces_output` template that reads one
+    of its values, if that line is a reduce kernel the template can fold into its own: it reads them
+    directly (not through a view), and both lines lower as one kernel. Nothing in between reads the first
+    line's values, so it can move there.
+    """
+    line = schedule.steps[line_position]
+    if not TEMPLATES[line.template].reduces_output:
+        return None
+    computed = set(line.nodes)
+    for node in graph.nodes:
+        if node.name in roles.implied and computed.intersection(node.input_refs()):
+            computed.add(node.name)
+    for position in range(line_position + 1, len(schedule.steps)):
+        later = schedule.steps[position]
+        members = later.nodes if isinstance(later, KernelLine) else (later.node,)
+        reads = computed.intersection(ref for member in members for ref in nodes[member].input_refs())
+        if reads:
+            break
+    else:
+        return None
+    if not isinstance(later, KernelLine) or later.template != "reduce" or not reads <= set(line.nodes):
+        return None
+    try:
+        _fused_reduction_line(graph, line, later, roles)
+    except ScheduleError:
+        return None
+    return position
+
+
+def _fused_reduction_line(
+    graph: OpGraph, line: KernelLine, reduce_line: KernelLine, roles: GraphRoles | None = None
+) -> KernelLine:
+    """The two lines' ops as one kernel of the first line's template, with its default parameters for them."""
+    order = {node.name: index for index, node in enumerate(graph.nodes)}
+    members = tuple(sorted(line.nodes + reduce_line.nodes, key=order.__getitem__))
+    return default_kernel_line(graph, line.template, members, roles)
 
 
 def _epilogue_position(
@@ -184,10 +282,15 @@ def step_alternatives(
 ) -> list[tuple[str, tuple[KernelLine | KeepLine, ...]]]:
     """Labelled alternatives for a search step: `line_alternatives` for a kernel line; for a kept op, its
     template's kernel (with the pointwise ops of a kernel line measured with it as epilogue) and that
-    kernel's parameter variants, alternating with the variants of the pointwise line after the kept op.
+    kernel's parameter variants, alternating with the variants of the pointwise line after the kept op;
+    `_row_alternatives` for a run of pointwise and reduce lines.
     """
     if len(step.lines) == 1 and isinstance(step.lines[0], KernelLine):
         return line_alternatives(graph, step.lines[0], allow_tf32=allow_tf32)
+    if isinstance(step.lines[0], KernelLine) and TEMPLATES[step.lines[0].template].reduces_output:
+        return _reduction_alternatives(graph, step, allow_tf32)
+    if isinstance(step.lines[0], KernelLine) and step.lines[0].template in ROW_RUN_TEMPLATES:
+        return _row_alternatives(graph, step, allow_tf32)
     kept, *after = step.lines
     fragment = fragment_graph(graph, step.nodes)
     roles = classify(fragment)
@@ -210,6 +313,74 @@ def step_alternatives(
     ]
     candidates = firsts[:1] + [(template, (fused,))] + firsts[1:] + interleaved
     return _decodable(fragment, candidates)
+
+
+def _reduction_alternatives(
+    graph: OpGraph, step: SearchStep, allow_tf32: bool
+) -> list[tuple[str, tuple[KernelLine | KeepLine, ...]]]:
+    """Alternatives for a kernel line measured with the reduce line after it: both as they are, the
+    reduction folded into the first line's kernel ("fused reduction"), PyTorch's kernels, then the fused
+    kernel's parameter variants alternating with each line's own alternatives (the other line as it is).
+    """
+    line, reduce_line = step.lines
+    fragment = fragment_graph(graph, step.nodes)
+    fused = _fused_reduction_line(fragment, line, reduce_line)
+    fused_variants = [(f"fused reduction {label}", (variant,)) for label, variant in _parameter_variants(fused, allow_tf32)]
+    first_variants = [
+        (f"{line.template} {label}", lines + (reduce_line,))
+        for label, lines in line_alternatives(fragment, line, allow_tf32=allow_tf32)
+        if label not in ("default", "pytorch")
+    ]
+    reduce_variants = [
+        (f"{reduce_line.template} {label}", (line,) + lines)
+        for label, lines in line_alternatives(fragment, reduce_line, allow_tf32=allow_tf32)
+        if label not in ("default", "pytorch")
+    ]
+    interleaved = [
+        candidate
+        for group in itertools.zip_longest(fused_variants, first_variants, reduce_variants)
+        for candidate in group
+        if candidate is not None
+    ]
+    candidates = [
+        ("default", step.lines),
+        ("fused reduction", (fused,)),
+        ("pytorch", tuple(KeepLine(name) for name in step.nodes)),
+    ]
+    return _decodable(fragment, candidates + interleaved)
+
+
+def _row_alternatives(
+    graph: OpGraph, step: SearchStep, allow_tf32: bool
+) -> list[tuple[str, tuple[KernelLine | KeepLine, ...]]]:
+    """Alternatives for a run of pointwise and reduce lines over the same rows: the lines as they are, all
+    their ops in one row kernel ("row"), PyTorch's kernels, then the row kernel's parameter variants
+    alternating with each line's own alternatives (the other lines as they are).
+    """
+    fragment = fragment_graph(graph, step.nodes)
+    fused = _row_line(fragment, step.lines)
+    row_variants = [(f"row {label}", (variant,)) for label, variant in _parameter_variants(fused, allow_tf32)]
+    each_line_variants = [
+        [
+            # the line's template and first op tell apart the lines of the run
+            (f"{line.template} {line.nodes[0]} {label}", step.lines[:index] + lines + step.lines[index + 1 :])
+            for label, lines in line_alternatives(fragment, line, allow_tf32=allow_tf32)
+            if label not in ("default", "pytorch")
+        ]
+        for index, line in enumerate(step.lines)
+    ]
+    interleaved = [
+        candidate
+        for group in itertools.zip_longest(row_variants, *each_line_variants)
+        for candidate in group
+        if candidate is not None
+    ]
+    candidates = [
+        ("default", step.lines),
+        (ROW.name, (fused,)),
+        ("pytorch", tuple(KeepLine(name) for name in step.nodes)),
+    ]
+    return _decodable(fragment, candidates + interleaved)
 
 
 def line_alternatives(

@@ -15,8 +15,9 @@ from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.partition import Anchored, GroupStep, Pointwise, Role, group_inputs, group_outputs, partition_graph
 from drtriton_lsp.compiler.schedule import KeptOp
 from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, ScheduleError
-from drtriton_lsp.compiler.templates import POINTWISE, TEMPLATES, anchor_of
+from drtriton_lsp.compiler.templates import POINTWISE, ROW, TEMPLATES, anchor_of
 from drtriton_lsp.compiler.templates.base import KernelPlan
+from drtriton_lsp.compiler.templates.row import RowGroupError, row_group
 
 # export's own check that a traced `.to()` saw the dtype and device it expects; it returns
 # nothing, and reading a value it would split a fused group, so the hybrid leaves it out
@@ -250,7 +251,15 @@ def _plan(graph, nodes, roles, readers, template_name, members, params, prefix, 
         if len(domains) != 1:
             raise fail("its ops have different output shapes", "a pointwise kernel's ops share one output shape")
         anchor, prologue, epilogue, domain = None, (), tuple(members), next(iter(domains))
+        reduction, reduced, reduced_epilogue = None, set(), ()
+    elif template_name == ROW.name:
+        anchor, domain = _row_members(graph, nodes, roles, members, fail)
+        prologue, epilogue = (), ()
+        reduction, reduced, reduced_epilogue = None, set(), ()
     else:
+        reduction, reduced = _output_reduction(nodes, roles, TEMPLATES[template_name], members, anchors)
+        reduced_epilogue = tuple(member for member in members if member in reduced and member != reduction)
+        anchors = [member for member in anchors if member != reduction]
         if len(anchors) != 1:
             raise fail(
                 f"needs exactly one {template_name} op, got {', '.join(anchors) or 'none'}",
@@ -266,7 +275,7 @@ def _plan(graph, nodes, roles, readers, template_name, members, params, prefix, 
             )
         ancestors = _ancestors_within(nodes, anchor, set(members))
         prologue = tuple(member for member in members if member in ancestors)
-        epilogue = tuple(member for member in members if member != anchor and member not in ancestors)
+        epilogue = tuple(member for member in members if member not in (anchor, *ancestors, *reduced))
         if prologue:
             if role.primary_input is None or role.primary_input not in prologue:
                 raise fail("this op takes no prologue", "compute its inputs in a separate kernel")
@@ -285,10 +294,12 @@ def _plan(graph, nodes, roles, readers, template_name, members, params, prefix, 
             if roles.roles[member].domain != role.output_domain:
                 raise fail(f"epilogue op {member} is not in the anchor's output shape", "split it into its own kernel")
         domain = role.output_domain if role.output_domain is not None else ()
+        if reduction is not None:
+            _check_reduced_members(nodes, roles, anchor, epilogue, reduction, reduced_epilogue, fail)
     outputs = group_outputs(readers, members)
     if not outputs:
         raise fail("nothing reads what it computes", "leave these ops out of the script")
-    return KernelPlan(
+    plan = KernelPlan(
         template=template_name,
         wrapper="",
         kernel="",
@@ -301,7 +312,67 @@ def _plan(graph, nodes, roles, readers, template_name, members, params, prefix, 
         inputs=tuple(group_inputs(nodes, members)),
         outputs=tuple(outputs),
         params=dict(params),
+        reduction=reduction,
+        reduced_epilogue=reduced_epilogue,
     )
+    if reduction is not None:
+        problem = TEMPLATES[template_name].reduction_problem(plan, graph)
+        if problem:
+            raise fail(problem, "fold it in a separate reduce kernel")
+    return plan
+
+
+def _output_reduction(nodes, roles, template, members, anchors) -> tuple[str | None, set[str]]:
+    """The reduction a line of a `reduces_output` template ends in (its second anchor, an op of the reduce
+    template), and the members computed from it (itself included); (None, empty) for any other line."""
+    if not template.reduces_output or len(anchors) != 2:
+        return None, set()
+    reduction = anchors[1]
+    role = roles.roles[reduction]
+    if not isinstance(role, Anchored) or role.template != "reduce":
+        return None, set()
+    member_set = set(members)
+    after = {member for member in members if reduction in _ancestors_within(nodes, member, member_set)}
+    return reduction, after | {reduction}
+
+
+def _check_reduced_members(nodes, roles, anchor, epilogue, reduction, reduced_epilogue, fail) -> None:
+    """The reduction folds a value of the kernel's output tile, and the ops after it read only the reduced values."""
+    role = roles.roles[reduction]
+    tile_values = (anchor, *epilogue)
+    if role.primary_input not in tile_values:
+        raise fail(
+            f"{reduction} reduces {role.primary_input}, which is not {anchor} or an epilogue op on its output tile",
+            "a kernel reduces the output tile it computes",
+        )
+    if role.input_domain != roles.roles[anchor].output_domain:
+        raise fail(f"{reduction} does not reduce a value of {anchor}'s output shape", "fold it in a separate reduce kernel")
+    for member in reduced_epilogue:
+        if roles.roles[member].domain != role.output_domain:
+            raise fail(f"op {member} after the reduction is not in {reduction}'s output shape", "split it into its own kernel")
+        tile_reads = [ref for ref in nodes[member].input_refs() if ref in tile_values]
+        if tile_reads:
+            raise fail(
+                f"op {member} after the reduction reads {tile_reads[0]}, a value of the unreduced tile",
+                "compute it in a separate kernel",
+            )
+
+
+def _row_members(graph, nodes, roles, members, fail) -> tuple[str, tuple]:
+    """A row kernel's first reduction (it names the kernel) and its rows' shape; raises what `fail` makes
+    when one kernel cannot compute the members row by row."""
+    for member in members:
+        role = roles.roles[member]
+        if not isinstance(role, Pointwise) and not (isinstance(role, Anchored) and role.template == "reduce"):
+            raise fail(
+                f"{member} ({nodes[member].op}) is neither elementwise nor a reduction the reduce template computes",
+                "keep it, or give it a kernel of its own",
+            )
+    try:
+        group = row_group(graph, members)
+    except RowGroupError as error:
+        raise fail(error.problem, error.hint) from None
+    return next(iter(group.reductions)), group.domain
 
 
 def _ancestors_within(nodes: dict[str, OpNode], start: str, members: set[str]) -> set[str]:

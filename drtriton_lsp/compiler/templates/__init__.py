@@ -15,9 +15,11 @@ from drtriton_lsp.compiler.templates.normalize import NormalizeTemplate
 from drtriton_lsp.compiler.templates.pointwise import PointwiseTemplate
 from drtriton_lsp.compiler.templates.pool import PoolTemplate
 from drtriton_lsp.compiler.templates.reduce import ReduceTemplate, ScanTemplate
+from drtriton_lsp.compiler.templates.row import RowTemplate
 
 POINTWISE = PointwiseTemplate()
-TEMPLATES: dict[str, Template] = {template.name: template for template in (POINTWISE, MatmulTemplate(), ConvTemplate(), PoolTemplate(), LossTemplate(), CopyTemplate(), NormalizeTemplate(), ReduceTemplate(), ScanTemplate())}
+ROW = RowTemplate()
+TEMPLATES: dict[str, Template] = {template.name: template for template in (POINTWISE, MatmulTemplate(), ConvTemplate(), PoolTemplate(), LossTemplate(), CopyTemplate(), NormalizeTemplate(), ReduceTemplate(), ScanTemplate(), ROW)}
 
 
 def anchor_of(node: OpNode, graph: OpGraph) -> tuple[Template, AnchorShape] | None:

@@ -140,12 +140,16 @@ class AnchorShape:
 class KernelPlan:
     """One kernel, fully decided: what it computes, what it reads and stores, with which parameters.
 
-    nodes: every op it computes, in graph order. anchor: the template's op (None for pointwise).
+    nodes: every op it computes, in graph order. anchor: the template's op (None for pointwise; a row
+    kernel's first reduction, with no prologue and epilogue: `row.row_group` places its ops).
     prologue: pointwise ops computed on the anchor's primary input before it (in graph order);
     epilogue: pointwise ops in the anchor's output domain (for pointwise kernels: all nodes).
     domain: the shape the epilogue (or the pointwise body) iterates over.
     inputs: graph values read from memory, in order of first use; outputs: values stored.
     params: the template's parameters, parsed (name -> value).
+    reduction: an op of the reduce template folding the epilogue's result over its last dim on each
+    output tile (templates with `reduces_output`; None: no reduction); reduced_epilogue: pointwise
+    ops on the reduction's result, in its output shape.
     """
 
     template: str
@@ -160,6 +164,8 @@ class KernelPlan:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     params: dict[str, Any] = field(default_factory=dict)
+    reduction: str | None = None
+    reduced_epilogue: tuple[str, ...] = ()
 
 
 class Template:
@@ -172,6 +178,9 @@ class Template:
     # the default schedule keeps the ops it anchors in PyTorch (the library usually wins); a script
     # line, or a search that measured it faster, chooses the template
     kept_by_default: bool = False
+    # a kernel line may end in a reduction over the output's last dim, folded on each output tile
+    # (never by default: only a script line or a search that measured it chooses it)
+    reduces_output: bool = False
 
     def anchor(self, node: OpNode, graph: OpGraph) -> AnchorShape | None:
         """The op's kernel shape if this template computes it with PyTorch's semantics, else None."""
@@ -181,6 +190,11 @@ class Template:
         """Why `anchor` declines `node`, for the error a script line naming this template gets ("" if
         the template has nothing more specific to say than that it cannot compute the op)."""
         return ""
+
+    def reduction_problem(self, plan: KernelPlan, graph: OpGraph) -> str:
+        """Why this template cannot fold `plan.reduction` into its kernel, "" if it can (for templates
+        with `reduces_output`). plan.params is empty while the default parameters are being chosen."""
+        raise NotImplementedError
 
     def default_parameters(self, plan: KernelPlan, graph: OpGraph) -> dict[str, Any]:
         """The parameters the compiler picks when no script gives them (a heuristic, not a search)."""

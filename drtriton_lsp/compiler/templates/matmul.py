@@ -1,7 +1,8 @@
 """The matmul template: mm, bmm, addmm, linear, matmul and matmul-shaped einsum as one blocked Triton GEMM.
 
 Operands are read through their strides (a transposed weight is never copied); pointwise epilogue ops
-(bias, scaling, activations, residual adds, clamps) run on each output tile before it is stored.
+(bias, scaling, activations, residual adds, clamps) run on each output tile before it is stored, and a
+sum, mean, amax, amin or logsumexp over the output's last dim may fold each tile's whole rows after them.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from drtriton_lsp.compiler.templates.pointwise import (
     flat_index_lines,
     stored,
 )
+from drtriton_lsp.compiler.templates.reduce import COMBINE_DESCRIPTIONS, COMBINE_HELPERS, Fold, FoldNames, reduction_of
 
 # streaming multiprocessors of an NVIDIA H200: fewer output tiles than this leave SMs idle
 H200_SMS = 132
@@ -46,6 +48,12 @@ KERNEL_NAMES = (
     "tile_m", "tile_n", "batch", "rows", "cols", "ks", "k", "k_start", "acc", "mask", "out_offsets",
     "M", "N", "K", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "WIDEN_BFLOAT16",
 )  # fmt: skip
+# the names a kernel with a fused reduction adds (`reduced_count` is spelled by the shared Fold's mean)
+REDUCTION_KERNEL_NAMES = ("row_mask", "reduced_count")
+# (combine, finish) of the reductions a kernel folds on its output tile: sum, mean, amax, amin, logsumexp
+TILE_REDUCTIONS = {("sum", None), ("sum", "mean"), ("max", None), ("min", None), ("logsumexp", None)}
+# the widest tile N: a fused reduction's rows must fit one tile
+MAX_TILE_N = 256
 
 
 def whole_number(name: str, low: int, high: int, doc: str) -> ParameterSpec:
@@ -279,6 +287,7 @@ class MatmulTemplate(Template):
         whole_number("stages", 1, 6, "K slices in flight on the GPU (software pipelining depth)"),
         PRECISION,
     )
+    reduces_output = True
 
     def anchor(self, node: OpNode, graph: OpGraph) -> AnchorShape | None:
         form = matmul_form(node, graph)
@@ -287,9 +296,45 @@ class MatmulTemplate(Template):
         # no prologue: operands are read tile by tile through their strides, many times over
         return AnchorShape(None, tuple(graph.spec_of(form.left).shape), tuple(node.spec.shape))
 
+    def reduction_problem(self, plan: KernelPlan, graph: OpGraph) -> str:
+        nodes = {node.name: node for node in graph.nodes}
+        node = nodes[plan.reduction]
+        reduction = reduction_of(node, graph)
+        described = f"{plan.reduction} ({node.op})"
+        if reduction is None or reduction.element or (reduction.combine, reduction.finish) not in TILE_REDUCTIONS:
+            return f"{described} is not a sum, mean, amax, amin or logsumexp over float values; a matmul kernel folds only those"
+        last = graph.spec_of(reduction.source).rank - 1
+        if reduction.dims != (last,):
+            dims = ", ".join(str(dim) for dim in reduction.dims)
+            return (
+                f"{described} reduces dim {dims} of {reduction.source}; a matmul kernel folds only the last dim "
+                f"(dim {last}, N), whose whole rows one program holds"
+            )
+        if "tile" not in plan.params:
+            return ""
+        block_n = plan.params["tile"][1]
+        columns = nodes[plan.anchor].spec.shape[-1]
+        width = example_size(columns, graph)
+        if width <= block_n:
+            return ""
+        length = str(columns) if isinstance(columns, int) else f"{columns} (example size {width})"
+        return (
+            f"{described} folds rows of {length} columns, more than the tile's N ({block_n}): rows would span several "
+            f"programs; a tile with N >= the row length (at most {MAX_TILE_N}) keeps each row in one program"
+        )
+
     def default_parameters(self, plan: KernelPlan, graph: OpGraph) -> dict[str, Any]:
         node = next(node for node in graph.nodes if node.name == plan.anchor)
         size = problem_size(node, matmul_form(node, graph), graph)
+        if plan.reduction is not None:
+            # whole rows in one tile; fewer rows per tile as rows widen, so the tile stays 8192 elements at most
+            tile_n = power_of_two_within(size.columns, 16, MAX_TILE_N)
+            tile_sizes = (
+                power_of_two_within(size.rows, 16, min(64, 8192 // tile_n)),
+                tile_n,
+                power_of_two_within(size.depth, 16, 32 if node.spec.dtype == "float32" else 128),
+            )
+            return {"tile": tile_sizes, "group": 8, "warps": 4, "stages": 3, "precision": "ieee"}
         full_wave = size.batch * math.ceil(size.rows / 128) * math.ceil(size.columns / 128) >= H200_SMS
         half = node.spec.dtype != "float32"
         if full_wave and half:
@@ -335,9 +380,16 @@ class MatmulKernel:
         epilogue_reads = {ref for member in plan.epilogue for ref in nodes[member].input_refs()}
         # values read in the output domain: the addend, and what epilogue ops read from outside
         domain_values = [value for value in plan.inputs if value == form.addend or value in epilogue_reads]
+        # a fused reduction: its result, and the values the ops after it read, have the reduced shape
+        self.reduction = reduction_of(nodes[plan.reduction], self.graph) if plan.reduction else None
+        self.reduced_values = {plan.reduction, *plan.reduced_epilogue} if plan.reduction else set()
+        reduced_reads = {ref for member in plan.reduced_epilogue for ref in nodes[member].input_refs()}
+        reduced_domain_values = [value for value in plan.inputs if value in reduced_reads]
+        self.helper_sources: list[str] = []
+        self.helper_names: dict[str, str] = {}
 
         scope = self.scope = context.scope()
-        for fixed in KERNEL_NAMES:
+        for fixed in KERNEL_NAMES + (REDUCTION_KERNEL_NAMES if self.reduction else ()):
             scope.fresh(fixed)
         self.left, self.right = scope.fresh(form.left), scope.fresh(form.right)
         self.left_pointer, self.right_pointer = scope.fresh(f"{self.left}_ptr"), scope.fresh(f"{self.right}_ptr")
@@ -348,12 +400,20 @@ class MatmulKernel:
         self.right_stride_n = scope.fresh(f"{self.right}_stride_n")
         self.variables: dict[str, str] = {}
         self.reads = DomainReads(self.graph, self.domain, domain_values, scope, self.variables, flat_fast_path=True)
+        # they join `variables` once the tile's epilogue is written (a value read in both shapes has two names)
+        self.reduced_variables: dict[str, str] = {}
+        self.reduced_domain = nodes[plan.reduction].spec.shape if plan.reduction else ()
+        self.reduced_reads = DomainReads(
+            self.graph, self.reduced_domain, reduced_domain_values, scope, self.reduced_variables, flat_fast_path=False
+        )
         self.batch_lines, self.batch_index, self.batch_sizes = self._split(self.batch_dims, "batch")
         self.row_lines, self.row_index, self.row_sizes = self._split(self.row_dims, "rows")
         self.output_pointers = {value: scope.fresh(f"{value}_ptr") for value in plan.outputs}
 
     def source(self) -> str:
-        return self._kernel() + "\n\n" + self._wrapper()
+        kernel = self._kernel()
+        # the combine functions a fused reduction calls are module-level, defined before the kernel
+        return "\n\n".join(self.helper_sources + [kernel, self._wrapper()])
 
     def _split(self, dims: list[int], flat: str) -> tuple[list[str], dict[int, str], dict[int, str]]:
         """Statements splitting a flat index over `dims` (row-major) into one index per dim; sizes it divides by."""
@@ -384,15 +444,23 @@ class MatmulKernel:
         ]
         body += self.reads.load_lines(index_of_dim, "mask", flat_offsets="out_offsets")
         body += self._epilogue_lines()
+        if self.reduction:
+            body += self._reduction_lines({dim: index for dim, index in index_of_dim.items() if dim < len(self.domain) - 1})
         for value in plan.outputs:
             stored_value = stored(self.variables[value], self.graph.spec_of(value).dtype)
-            body.append(f"tl.store({self.output_pointers[value]} + out_offsets, {stored_value}, mask=mask)")
+            if value in self.reduced_values:
+                # the reduced outputs are new contiguous tensors too: a row's value lies at its flat row number
+                body.append(f"tl.store({self.output_pointers[value]} + {flat_rows}, {stored_value}, mask=row_mask)")
+            else:
+                body.append(f"tl.store({self.output_pointers[value]} + out_offsets, {stored_value}, mask=mask)")
 
         parameters = (
             [self.left_pointer, self.right_pointer]
             + self.reads.pointer_parameters()
+            + self.reduced_reads.pointer_parameters()
             + list(self.output_pointers.values())
             + ["M", "N", "K"]
+            + self.float_parameters
             + list(self.batch_sizes.values())
             + list(self.row_sizes.values())
             + list(self.left_strides.values())
@@ -400,6 +468,7 @@ class MatmulKernel:
             + list(self.right_strides.values())
             + [self.right_stride_k, self.right_stride_n]
             + self.reads.stride_parameters()
+            + self.reduced_reads.stride_parameters()
             + self.reads.flag_parameters()
             + ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr", "GROUP_M: tl.constexpr"]
             + (["WIDEN_BFLOAT16: tl.constexpr"] if self.dtype == "bfloat16" else [])
@@ -427,6 +496,12 @@ class MatmulKernel:
             batch = f" The grid walks the {self.form.batch_rank} leading (batch) dims, one product each."
         finishes = self.plan.epilogue or self.form.addend is not None or self.form.alpha != 1
         tail = "computes the epilogue on the tile in float32 and stores it" if finishes else "stores the tile"
+        if self.reduction:
+            kept = " (and stores the tile where another op reads it)" if set(self.plan.outputs) - self.reduced_values else ""
+            tail = (
+                f"{'computes the epilogue on the tile in float32 and ' if finishes else ''}folds each of its rows, whole "
+                f"in this program (N <= BLOCK_N), into {COMBINE_DESCRIPTIONS[self.reduction.combine]}{kept}"
+            )
         description = (
             f"Output {domain_text(self.domain)} = [M, K] x [K, N], {rows}.{batch} Each program computes one "
             f"BLOCK_M x BLOCK_N output tile: it walks K in BLOCK_K slices with tl.dot ({products}, float32 "
@@ -492,6 +567,51 @@ class MatmulKernel:
         ]
         return lines + [INDENT + line for line in dot_lines(left_tile, right_tile, self.dtype, self.plan.params["precision"])]
 
+    @property
+    def float_parameters(self) -> list[str]:
+        """Float scalars a fused reduction's finish reads (a mean's row length)."""
+        return self.fold.float_parameters(single=True) if self.reduction else []
+
+    def _reduction_lines(self, index_of_dim: dict[int, str]) -> list[str]:
+        """The fused reduction folded over each row of the tile (the shared reduce Fold, whole rows in one
+        tile), then the ops after it on the [BLOCK_M, 1] column of results."""
+        plan, scope, dtype = self.plan, self.scope, self.dtype
+        source = self.variables[self.reduction.source]
+        lines = [f"# {plan.reduction}: every row of the tile is whole here (N <= BLOCK_N), so it folds in registers"]
+        if dtype != "float32":
+            rounded = scope.fresh(f"{source}_rounded")
+            lines += [
+                f"# the reduction reads the {dtype} tensor PyTorch would store",
+                f"{rounded} = {stored(source, dtype)}.to(tl.float32)",
+            ]
+            source = rounded
+        self.fold = Fold(self.reduction, source, FoldNames(scope, plan.reduction), self._helper)
+        fold_lines, folded = self.fold.single_fold()
+        result = scope.fresh(plan.reduction)
+        lines += self.fold.candidate_lines() + fold_lines + self.fold.finish([result], folded)
+        lines += [
+            "# a [BLOCK_M, 1] column, indexed and masked like the tile's rows",
+            f"{result} = {result}[:, None]",
+            "row_mask = (rows < M)[:, None]",
+        ]
+        self.variables[plan.reduction] = result
+        result_dtype = self.graph.spec_of(plan.reduction).dtype
+        if plan.reduced_epilogue and result_dtype != "float32":
+            lines += [
+                f"# the ops after it read the {result_dtype} tensor PyTorch would store",
+                f"{result} = {stored(result, result_dtype)}.to(tl.float32)",
+            ]
+        self.variables.update(self.reduced_variables)
+        lines += self.reduced_reads.load_lines(index_of_dim, "row_mask")
+        return lines + elementwise_lines(self.graph, plan.reduced_epilogue, self.variables, scope, self.context.helpers)
+
+    def _helper(self, kind: str) -> str:
+        """The name of a module-level combine function (the reduce template's) the kernel calls."""
+        if kind not in self.helper_names:
+            self.helper_names[kind] = self.scope.fresh(f"{self.plan.wrapper}_{kind}")
+            self.helper_sources.append(COMBINE_HELPERS[kind].format(name=self.helper_names[kind]))
+        return self.helper_names[kind]
+
     def _epilogue_lines(self) -> list[str]:
         """The anchor's value (scaled, plus the addend) and the epilogue ops, in float32."""
         form, variables = self.form, self.variables
@@ -533,22 +653,36 @@ class MatmulKernel:
             left, right = batched_left, batched_right
         else:
             lines.append(f"{INDENT}{out_shape} = {left}.shape[:-1] + {right}.shape[-1:]")
+        reduced_shape = scope.fresh("reduced_shape") if self.reduction else ""
+        if self.reduction:
+            kept_dim = " + (1,)" if self.reduction.keepdim else ""
+            lines.append(f"{INDENT}{reduced_shape} = {out_shape}[:-1]{kept_dim}")
         for value, variable in outputs.items():
             dtype = graph.spec_of(value).dtype
-            lines.append(f"{INDENT}{variable} = torch.empty({out_shape}, dtype=torch.{dtype}, device={left}.device)")
+            shape = reduced_shape if value in self.reduced_values else out_shape
+            lines.append(f"{INDENT}{variable} = torch.empty({shape}, dtype=torch.{dtype}, device={left}.device)")
         left_strides, right_strides = scope.fresh(f"{left}_strides"), scope.fresh(f"{right}_strides")
         lines += [f"{INDENT}{left_strides} = {left}.stride()", f"{INDENT}{right_strides} = {right}.stride()"]
         stride_lines, read_strides, read_flags = self.reads.wrapper_arguments(tensors, out_shape, scope)
-        lines += [INDENT + line for line in stride_lines]
+        reduced_stride_lines, reduced_strides, _ = self.reduced_reads.wrapper_arguments(tensors, reduced_shape, scope)
+        lines += [INDENT + line for line in stride_lines + reduced_stride_lines]
 
         block_m, block_n, block_k = plan.params["tile"]
         rows, columns, depth, grid = (scope.fresh(name) for name in ("rows", "columns", "depth", "grid"))
-        tiles = f"triton.cdiv({rows}, {block_m}) * triton.cdiv({columns}, {block_n})"
         lines += [
             f"{INDENT}{rows} = {out_shape}[{form.batch_rank}:-1].numel()",
             f"{INDENT}{columns} = {out_shape}[-1]",
             f"{INDENT}{depth} = {left}.shape[-1]",
         ]
+        if self.reduction and not isinstance(self.domain[-1], int):
+            widened = scope.fresh("BLOCK_N")
+            lines += [
+                f"{INDENT}# the fused reduction needs each row whole in one program: a free N longer than the",
+                f"{INDENT}# tile's N (measured at a size that fits it) widens the tile to N's next power of two",
+                f"{INDENT}{widened} = max({block_n}, triton.next_power_of_2({columns}))",
+            ]
+            block_n = widened
+        tiles = f"triton.cdiv({rows}, {block_m}) * triton.cdiv({columns}, {block_n})"
         if self.batch_dims:
             lines += [
                 f"{INDENT}# one program per {block_m} x {block_n} output tile of each product in the batch",
@@ -558,15 +692,17 @@ class MatmulKernel:
             lines += [f"{INDENT}# one program per {block_m} x {block_n} output tile", f"{INDENT}{grid} = ({tiles},)"]
         arguments = (
             [left, right]
-            + [tensors[read.value] for read in self.reads.reads]
+            + [tensors[read.value] for read in self.reads.reads + self.reduced_reads.reads]
             + list(outputs.values())
             + [rows, columns, depth]
+            + [self.fold.float_argument(name, columns) for name in self.float_parameters]
             + [f"{out_shape}[{dim}]" for dim in list(self.batch_sizes) + list(self.row_sizes)]
             + [f"{left_strides}[{dim}]" for dim in self.left_strides]
             + [f"{left_strides}[-1]"]
             + [f"{right_strides}[{dim}]" for dim in self.right_strides]
             + [f"{right_strides}[-2]", f"{right_strides}[-1]"]
             + read_strides
+            + reduced_strides
             + read_flags
             + [f"BLOCK_M={block_m}", f"BLOCK_N={block_n}", f"BLOCK_K={block_k}", f"GROUP_M={plan.params['group']}"]
             + (["WIDEN_BFLOAT16=triton.knobs.runtime.interpret"] if self.dtype == "bfloat16" else [])

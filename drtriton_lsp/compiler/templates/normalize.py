@@ -71,14 +71,16 @@ KERNEL_NAMES = (
 )  # fmt: skip
 
 
-def strategy_parameter() -> ParameterSpec:
+STRATEGY_DOC = (
+    "single: each program holds whole rows in registers (one read and one write per element); "
+    "loopN: rows too long for registers stream through in chunks of N columns, first for the "
+    "statistics, then to normalise and store (the input is read twice)"
+)
+
+
+def strategy_parameter(doc: str = STRATEGY_DOC) -> ParameterSpec:
     """`single` or `loop<N>` (N a power of two: the columns each loop step covers)."""
     chunk = power_of_two("strategy", 16, 16384, "")
-    doc = (
-        "single: each program holds whole rows in registers (one read and one write per element); "
-        "loopN: rows too long for registers stream through in chunks of N columns, first for the "
-        "statistics, then to normalise and store (the input is read twice)"
-    )
 
     def parse(text: str) -> str:
         if text == "single":
@@ -324,20 +326,27 @@ class NormalizeTemplate(Template):
         hints = [_size_hint(normalization, dim, graph) for dim in range(len(layout.virtual_shape))]
         row_length = math.prod(hints[dim] for dim in layout.column_dims)
         n_rows = math.prod(hints[dim] for dim in layout.row_dims)
-        padded = next_power_of_two(row_length)
-        if padded > (SINGLE_PASS_LIMIT if layout.groups is None else GROUPED_SINGLE_PASS_LIMIT):
-            return {"strategy": f"loop{LOOP_CHUNK}", "rows": 1, "warps": LOOP_WARPS}
-        rows = 1
-        # short rows: several per program, as long as every SM still gets a couple of programs
-        while rows < 128 and rows * padded < TILE_ELEMENTS and n_rows >= rows * 4 * H200_SMS:
-            rows *= 2
-        warps = min(16, next_power_of_two(max(1, rows * padded // (32 * ELEMENTS_PER_THREAD))))
-        return {"strategy": "single", "rows": rows, "warps": warps}
+        single_limit = SINGLE_PASS_LIMIT if layout.groups is None else GROUPED_SINGLE_PASS_LIMIT
+        return row_tiling(row_length, n_rows, single_limit)
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
         normalization = read_normalization(_anchor_node(context.graph, plan.anchor), context.graph)
         kernel = NormalizeKernel(plan, context, normalization)
         return kernel.kernel_source() + "\n\n" + kernel.wrapper_source()
+
+
+def row_tiling(row_length: int, n_rows: int, single_limit: int) -> dict[str, Any]:
+    """Default strategy, rows and warps for `n_rows` rows of `row_length` (example sizes): whole rows in
+    registers up to `single_limit` padded columns, else LOOP_CHUNK-wide chunks."""
+    padded = next_power_of_two(row_length)
+    if padded > single_limit:
+        return {"strategy": f"loop{LOOP_CHUNK}", "rows": 1, "warps": LOOP_WARPS}
+    rows = 1
+    # short rows: several per program, as long as every SM still gets a couple of programs
+    while rows < 128 and rows * padded < TILE_ELEMENTS and n_rows >= rows * 4 * H200_SMS:
+        rows *= 2
+    warps = min(16, next_power_of_two(max(1, rows * padded // (32 * ELEMENTS_PER_THREAD))))
+    return {"strategy": "single", "rows": rows, "warps": warps}
 
 
 def _size_hint(normalization: Normalization, dim: int, graph: OpGraph) -> int:

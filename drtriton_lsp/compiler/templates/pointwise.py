@@ -7,7 +7,7 @@ fused ops on them, so prologues and epilogues of reduce, matmul and pooling kern
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from drtriton_lsp.compiler.elementwise import (
     ELEMENTWISE_OPS,
@@ -82,16 +82,23 @@ class DomainReads:
     def flag_parameters(self) -> list[str]:
         return [f"{read.contiguous_flag}: tl.constexpr" for read in self.reads if read.contiguous_flag]
 
-    def load_lines(self, index_of_dim: dict[int, str], mask: str | None, flat_offsets: str | None = None) -> list[str]:
-        """Statements loading every value as float32 (bool stays int1) at the given domain indices.
+    def load_lines(
+        self,
+        index_of_dim: dict[int, str],
+        mask: str | None,
+        flat_offsets: str | None = None,
+        values: Collection[str] | None = None,
+    ) -> list[str]:
+        """Statements loading every value (or only `values`) as float32 (bool stays int1) at the given domain indices.
 
         index_of_dim: an index expression per indexed dim (broadcastable, e.g. "rows[:, None]").
         """
+        reads = [read for read in self.reads if values is None or read.value in values]
         lines: list[str] = []
-        if any(read.contiguous_flag for read in self.reads):
+        if any(read.contiguous_flag for read in reads):
             lines.append("# a contiguous input of the domain's shape is read straight at the flat offsets")
         masked = f", mask={mask}" if mask else ""
-        for read in self.reads:
+        for read in reads:
             dtype = read.spec.dtype
             # compute in float32; bool tensors stay int1 so they can serve as conditions
             convert = "" if dtype in ("float32", "bool") else ".to(tl.float32)"
@@ -195,11 +202,14 @@ def elementwise_lines(
     variables: dict[str, str],
     scope: NameScope,
     helpers: DeviceHelpers,
+    *,
+    read_elsewhere: Collection[str] = (),
 ) -> list[str]:
     """Statements computing `members` (fusible elementwise ops, in graph order) in float32.
 
     variables: graph value -> kernel variable, for every value the members read; filled in for the
-    members. A member read by a later member is rounded to its dtype first, as PyTorch does.
+    members. A member read by a later member, or listed in `read_elsewhere` (read by other ops of
+    the kernel), is rounded to its dtype first, as PyTorch does.
     """
     nodes = {node.name: node for node in graph.nodes}
     for member in members:
@@ -219,7 +229,7 @@ def elementwise_lines(
         rendering = OpRendering(variables[member], arguments, scope, helpers)
         lines.extend(ELEMENTWISE_OPS[node.op].render(rendering))
         dtype = node.spec.dtype
-        if dtype not in ("float32", "bool") and member in read_inside:
+        if dtype not in ("float32", "bool") and (member in read_inside or member in read_elsewhere):
             variable = variables[member]
             if not rounding_explained:
                 lines.append(f"# round to the op's dtype ({dtype}) before the next op reads it, as PyTorch does")

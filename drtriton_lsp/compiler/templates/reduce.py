@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import textwrap
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 from drtriton_lsp.compiler.elementwise import FUSIBLE_DTYPES, TRITON_DTYPES, bind_arguments
 from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode, TensorSpec
@@ -400,7 +400,205 @@ def _element_expression(reduction: Reduction, value: str) -> str:
     return f"tl.exp2({reduction.order!r} * tl.log2(tl.abs({value})))"
 
 
-def _split_lines(
+class FoldNames:
+    """The kernel variable behind each name a fold's statements use.
+
+    A reduce kernel holds one fold and reserves its names up front, so every name stands for itself.
+    A row kernel holds several: each fold's names are fresh and prefixed with its reduction's, except
+    the names of the tile they share (`shared`: masks, columns, sizes).
+    """
+
+    def __init__(self, scope: NameScope | None = None, prefix: str = "", shared: Collection[str] = ()):
+        self._scope, self._prefix, self._shared = scope, prefix, frozenset(shared)
+        self._taken: dict[str, str] = {}
+
+    def __getattr__(self, name: str) -> str:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._scope is None or name in self._shared:
+            return name
+        if name not in self._taken:
+            self._taken[name] = self._scope.fresh(f"{self._prefix}_{name}")
+        return self._taken[name]
+
+
+class Fold:
+    """The statements that fold one reduction over the columns of a [ROWS, BLOCK] tile, one value per row:
+    the whole extent in one tile (single), or chunk by chunk with running state (loop); then its finish.
+
+    source: the float32 variable of the reduced value in the tile. The statements read `mask` (real
+    elements), `column_mask` (real columns), `columns`, `reduced_size` and the float parameters
+    `float_parameters` names, which `float_argument` computes in the wrapper. helper: the name of a
+    module-level combine function (COMBINE_HELPERS) the kernel defines.
+    """
+
+    def __init__(self, reduction: Reduction, source: str, names: FoldNames, helper: Callable[[str], str]):
+        self.reduction, self.names, self.helper = reduction, names, helper
+        self.element = _element_expression(reduction, source)
+
+    def candidate_lines(self) -> list[str]:
+        """The tile's elements as the fold takes them: each element's contribution, masked-off lanes neutral."""
+        reduction, v = self.reduction, self.names
+        lines = []
+        if reduction.element == "power":
+            lines.append("# |x| ** p as exp2(p * log2|x|): |x| = 0 gives 0 for p > 0 and inf for p < 0, as pow does")
+        neutral = NEUTRAL_ELEMENTS[reduction.combine]
+        return lines + [
+            f"# masked-off lanes hold {neutral}, which leaves the result unchanged",
+            f"{v.candidate} = tl.where(mask, {self.element}, {neutral})",
+        ]
+
+    def state_lines(self) -> list[str]:
+        """The running state a loop starts from."""
+        combine, v = self.reduction.combine, self.names
+        if combine == "sum":
+            return [f"{v.lane_totals} = tl.zeros([ROWS, BLOCK], tl.float32)"]
+        if combine == "product":
+            return [f"{v.lane_products} = tl.full([ROWS, BLOCK], 1.0, tl.float32)"]
+        if combine in ("max", "min"):
+            return [f"{v.lane_extremes} = tl.full([ROWS, BLOCK], {NEUTRAL_ELEMENTS[combine]}, tl.float32)"]
+        if combine in ("first_max", "first_min"):
+            return [
+                f"{v.lane_best} = tl.full([ROWS, BLOCK], {NEUTRAL_ELEMENTS[combine]}, tl.float32)",
+                "# a lane that never sees an element keeps index reduced_size, which loses every tie",
+                f"{v.lane_best_index} = tl.zeros([ROWS, BLOCK], tl.int64) + reduced_size",
+            ]
+        if combine == "logsumexp":
+            return [
+                f"{v.running_max} = tl.full([ROWS], {NEGATIVE_INFINITY}, tl.float32)",
+                f"{v.running_total} = tl.zeros([ROWS], tl.float32)",
+            ]
+        return [
+            f"{v.seen} = tl.zeros([ROWS], tl.float32)",
+            f"{v.running_mean} = tl.zeros([ROWS], tl.float32)",
+            f"{v.running_squares} = tl.zeros([ROWS], tl.float32)",
+        ]
+
+    def step_lines(self) -> list[str]:
+        """One loop step: the chunk's candidates folded into the running state."""
+        combine, v = self.reduction.combine, self.names
+        if combine == "sum":
+            return [f"{v.lane_totals} += {v.candidate}"]
+        if combine == "product":
+            return [f"{v.lane_products} *= {v.candidate}"]
+        if combine in ("max", "min"):
+            function = "tl.maximum" if combine == "max" else "tl.minimum"
+            return [f"{v.lane_extremes} = {function}({v.lane_extremes}, {v.candidate}, {PROPAGATE_NAN})"]
+        if combine in ("first_max", "first_min"):
+            return [
+                "# a lane sees increasing indices, so on a tie it keeps its earlier element",
+                f"{v.lane_best}, {v.lane_best_index} = {self.helper(HELPER_OF_COMBINE[combine])}(",
+                f"{INDENT}{v.lane_best}, {v.lane_best_index}, {v.candidate}, columns[None, :]",
+                ")",
+            ]
+        if combine == "logsumexp":
+            return [
+                f"{v.chunk_max} = tl.reduce({v.candidate}, 1, {self.helper('nan_maximum')})",
+                f"{v.new_max} = tl.maximum({v.running_max}, {v.chunk_max}, {PROPAGATE_NAN})",
+                "# exp is taken relative to a finite shift: the maximum, or 0 where it is infinite",
+                f"{v.old_shift} = tl.where(tl.abs({v.running_max}) == {POSITIVE_INFINITY}, 0.0, {v.running_max})",
+                f"{v.shift} = tl.where(tl.abs({v.new_max}) == {POSITIVE_INFINITY}, 0.0, {v.new_max})",
+                "# rescale the sum so far to the new shift; a row that has seen only -inf has summed nothing",
+                f"{v.running_total} = tl.where(",
+                f"{INDENT}{v.running_max} == {NEGATIVE_INFINITY}, 0.0, "
+                f"{v.running_total} * tl.exp({v.old_shift} - {v.shift})",
+                f") + tl.sum(tl.exp({v.candidate} - {v.shift}[:, None]), axis=1)",
+                f"{v.running_max} = {v.new_max}",
+            ]
+        return [
+            "# this chunk's mean and squared deviations from it, in registers",
+            f"{v.chunk_count} = tl.sum(column_mask.to(tl.float32), axis=0)",
+            f"{v.chunk_mean} = tl.div_rn(tl.sum({v.candidate}, axis=1), {v.chunk_count})",
+            f"{v.deviation} = tl.where(mask, {self.element} - {v.chunk_mean}[:, None], 0.0)",
+            f"{v.chunk_squares} = tl.sum({v.deviation} * {v.deviation}, axis=1)",
+            "# merge them into the row's running moments (Chan et al.), stable for any chunk sizes",
+            f"{v.combined} = {v.seen} + {v.chunk_count}",
+            f"{v.delta} = {v.chunk_mean} - {v.running_mean}",
+            f"{v.running_mean} += {v.delta} * tl.div_rn({v.chunk_count}, {v.combined})",
+            f"{v.running_squares} += {v.chunk_squares} + {v.delta} * {v.delta} * "
+            f"tl.div_rn({v.seen} * {v.chunk_count}, {v.combined})",
+            f"{v.seen} = {v.combined}",
+        ]
+
+    def loop_fold(self) -> tuple[list[str], str]:
+        """After the loop: statements and the expression of each row's folded value."""
+        combine, v = self.reduction.combine, self.names
+        if combine == "sum":
+            return [], f"tl.sum({v.lane_totals}, axis=1)"
+        if combine in ("product", "max", "min"):
+            state = v.lane_products if combine == "product" else v.lane_extremes
+            return [], f"tl.reduce({state}, 1, {self.helper(HELPER_OF_COMBINE[combine])})"
+        if combine in ("first_max", "first_min"):
+            helper = self.helper(HELPER_OF_COMBINE[combine])
+            return [], f"tl.reduce(({v.lane_best}, {v.lane_best_index}), 1, {helper})"
+        if combine == "logsumexp":
+            return [
+                f"{v.shift} = tl.where(tl.abs({v.running_max}) == {POSITIVE_INFINITY}, 0.0, {v.running_max})"
+            ], f"tl.log({v.running_total}) + {v.shift}"
+        return [], v.running_squares
+
+    def single_fold(self) -> tuple[list[str], str]:
+        """After the row's one tile: statements and the expression of each row's folded value."""
+        combine, v = self.reduction.combine, self.names
+        if combine == "sum":
+            return [], f"tl.sum({v.candidate}, axis=1)"
+        if combine in ("product", "max", "min"):
+            return [], f"tl.reduce({v.candidate}, 1, {self.helper(HELPER_OF_COMBINE[combine])})"
+        if combine in ("first_max", "first_min"):
+            helper = self.helper(HELPER_OF_COMBINE[combine])
+            return [f"{v.indices} = tl.broadcast_to(columns[None, :], [ROWS, BLOCK])"], (
+                f"tl.reduce(({v.candidate}, {v.indices}), 1, {helper})"
+            )
+        if combine == "logsumexp":
+            return [
+                f"{v.running_max} = tl.reduce({v.candidate}, 1, {self.helper('nan_maximum')})",
+                "# exp is taken relative to a finite shift: the maximum, or 0 where it is infinite",
+                f"{v.shift} = tl.where(tl.abs({v.running_max}) == {POSITIVE_INFINITY}, 0.0, {v.running_max})",
+            ], f"tl.log(tl.sum(tl.exp({v.candidate} - {v.shift}[:, None]), axis=1)) + {v.shift}"
+        return [
+            "# two passes over the row in registers: the mean, then squared deviations from it",
+            f"{v.row_mean} = tl.div_rn(tl.sum({v.candidate}, axis=1), reduced_count)",
+            f"{v.deviation} = tl.where(mask, {self.element} - {v.row_mean}[:, None], 0.0)",
+        ], f"tl.sum({v.deviation} * {v.deviation}, axis=1)"
+
+    def finish(self, results: list[str], folded: str) -> list[str]:
+        """The reduction's results from the folded value (the mean's division, a norm's root, ...)."""
+        reduction = self.reduction
+        if reduction.outputs == "indices":
+            return [f"_, {results[0]} = {folded}"]
+        if reduction.outputs == "values_and_indices":
+            return [f"{results[0]}, {results[1]} = {folded}"]
+        if reduction.finish == "root":
+            return [f"{results[0]} = tl.exp2(tl.log2({folded}) * {1.0 / reduction.order!r})"]
+        divisor = self.names.divisor
+        expression = {
+            None: folded,
+            "mean": f"tl.div_rn({folded}, reduced_count)",
+            "sqrt": f"tl.sqrt_rn({folded})",
+            "variance": f"tl.div_rn({folded}, {divisor})",
+            "deviation": f"tl.sqrt_rn(tl.div_rn({folded}, {divisor}))",
+        }[reduction.finish]
+        return [f"{results[0]} = {expression}"]
+
+    def float_parameters(self, *, single: bool) -> list[str]:
+        """Float scalars from the wrapper (floats, unlike ints equal to 1, are never specialised to constants)."""
+        reduction = self.reduction
+        names = []
+        if reduction.finish == "mean" or (reduction.combine == "moments" and single):
+            names.append("reduced_count")
+        if reduction.combine == "moments":
+            names.append(self.names.divisor)
+        return names
+
+    def float_argument(self, name: str, reduced_size: str) -> str:
+        """The wrapper's expression for a float parameter, given its expression for the reduced extent."""
+        if name == "reduced_count":
+            return f"float({reduced_size})"
+        # PyTorch divides by max(n - correction, 0): 0 gives inf, or NaN for a zero sum
+        return f"float(max({reduced_size} - {self.reduction.correction!r}, 0.0))"
+
+
+def part_index_lines(
     domain: tuple[Dim, ...], part: Sequence[int], needed: list[int], flat: str, scope: NameScope
 ) -> tuple[list[str], dict[int, str], dict[int, str]]:
     """Statements splitting `flat`, a row-major position over the dims `part` of `domain`, into the
@@ -415,17 +613,16 @@ def _split_lines(
     return flat_index_lines(view, needed, flat, scope)
 
 
-def _product_text(terms: list[str]) -> str:
+def product_text(terms: list[str]) -> str:
     return " * ".join(terms) if terms else "1"
 
 
-def _tuple_text(items: list[str]) -> str:
+def tuple_text(items: list[str]) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
-class _KernelWriter:
-    """What the reduce and scan kernels share: reserved names, the split of reads into the prologue's
-    (input domain) and the epilogue's (output domain), combine helpers, and the source's layout."""
+class KernelWriter:
+    """What the reduce, scan and row kernels share: reserved names, combine helpers, the source's layout."""
 
     # names the kernel body spells literally; subclasses list theirs
     fixed_names: tuple[str, ...] = ()
@@ -435,7 +632,6 @@ class _KernelWriter:
         self.context = context
         self.graph = context.graph
         self.nodes = {node.name: node for node in self.graph.nodes}
-        self.anchor = self.nodes[plan.anchor]
         self.scope = context.scope()
         # taking the fixed names first renames any graph value called so
         for fixed in self.fixed_names:
@@ -443,9 +639,6 @@ class _KernelWriter:
         self.variables: dict[str, str] = {}
         self.helper_sources: list[str] = []
         self.helper_names: dict[str, str] = {}
-        # values read by the prologue and the anchor (input domain), and by the epilogue (output domain)
-        self.inside = group_inputs(self.nodes, plan.prologue + (plan.anchor,))
-        self.outside = [value for value in group_inputs(self.nodes, plan.epilogue) if value != plan.anchor]
 
     def helper(self, kind: str) -> str:
         """The name of a module-level combine function this kernel calls, defined before the kernel."""
@@ -453,6 +646,32 @@ class _KernelWriter:
             self.helper_names[kind] = self.scope.fresh(f"{self.plan.wrapper}_{kind}")
             self.helper_sources.append(COMBINE_HELPERS[kind].format(name=self.helper_names[kind]))
         return self.helper_names[kind]
+
+    def kernel_source(self, name: str, parameters: list[str], summary: str, details: str, body: list[str]) -> str:
+        """One `@triton.jit` kernel; its docstring is the summary line, a blank line and the wrapped details."""
+        lines = ["@triton.jit", f"def {name}("]
+        lines += [f"{INDENT}{parameter}," for parameter in parameters]
+        lines += ["):", f'{INDENT}"""{summary}', ""]
+        lines += [f"{INDENT}{line}" for line in textwrap.wrap(details, DOCSTRING_WIDTH)]
+        lines.append(f'{INDENT}"""')
+        lines += [f"{INDENT}{line}" for line in body]
+        return "\n".join(lines) + "\n"
+
+    def module_source(self, kernels: list[str], wrapper: str) -> str:
+        """The combine helpers the kernels call, the kernels, then the wrapper."""
+        return "\n\n".join(self.helper_sources + kernels + [wrapper])
+
+
+class _KernelWriter(KernelWriter):
+    """What the reduce and scan kernels add: their anchor, and the split of reads into the prologue's
+    (input domain) and the epilogue's (output domain)."""
+
+    def __init__(self, plan: KernelPlan, context: RenderContext):
+        super().__init__(plan, context)
+        self.anchor = self.nodes[plan.anchor]
+        # values read by the prologue and the anchor (input domain), and by the epilogue (output domain)
+        self.inside = group_inputs(self.nodes, plan.prologue + (plan.anchor,))
+        self.outside = [value for value in group_inputs(self.nodes, plan.epilogue) if value != plan.anchor]
 
     def prologue_lines(self, reads: DomainReads, index_of_dim: dict[int, str], mask: str, source: str) -> list[str]:
         """Loads and prologue ops giving the anchor's input in float32, rounded to its dtype as PyTorch stores it."""
@@ -494,20 +713,6 @@ class _KernelWriter:
         if plan.epilogue:
             text += ", then " + ", ".join(f"{self.nodes[name].op} ({name})" for name in plan.epilogue)
         return text
-
-    def kernel_source(self, name: str, parameters: list[str], summary: str, details: str, body: list[str]) -> str:
-        """One `@triton.jit` kernel; its docstring is the summary line, a blank line and the wrapped details."""
-        lines = ["@triton.jit", f"def {name}("]
-        lines += [f"{INDENT}{parameter}," for parameter in parameters]
-        lines += ["):", f'{INDENT}"""{summary}', ""]
-        lines += [f"{INDENT}{line}" for line in textwrap.wrap(details, DOCSTRING_WIDTH)]
-        lines.append(f'{INDENT}"""')
-        lines += [f"{INDENT}{line}" for line in body]
-        return "\n".join(lines) + "\n"
-
-    def module_source(self, kernels: list[str], wrapper: str) -> str:
-        """The combine helpers the kernels call, the kernels, then the wrapper."""
-        return "\n\n".join(self.helper_sources + kernels + [wrapper])
 
     def wrapper_start(self, tensors: dict[str, str], input_shape: str, launches: str) -> list[str]:
         """The wrapper's signature, docstring and the input domain's shape at run time."""
@@ -627,9 +832,9 @@ class _ReduceKernel(_KernelWriter):
         row_dims_out = sorted(self.output_dims[dim] for dim in reads_out.indexed_dims)
         # with a split, the prologue runs in the first kernel and the epilogue in the second
         row_dims = row_dims_in if split else sorted(set(row_dims_in) | set(row_dims_out))
-        row_lines, row_index, row_sizes = _split_lines(domain, self.kept, row_dims, "rows", scope)
+        row_lines, row_index, row_sizes = part_index_lines(domain, self.kept, row_dims, "rows", scope)
         column_dims = [dim for dim in reads_in.indexed_dims if dim in reduction.dims]
-        column_lines, column_index, column_sizes = _split_lines(domain, reduction.dims, column_dims, "columns", scope)
+        column_lines, column_index, column_sizes = part_index_lines(domain, reduction.dims, column_dims, "columns", scope)
         index_of_dim = {dim: f"{row_index[dim]}[:, None]" for dim in row_dims_in}
         index_of_dim.update({dim: f"{column_index[dim]}[None, :]" for dim in column_dims})
 
@@ -638,7 +843,7 @@ class _ReduceKernel(_KernelWriter):
         if self.strategy == "single":
             body += ["columns = tl.arange(0, BLOCK).to(tl.int64)"] + chunk
         else:
-            body += self._loop_state()
+            body += self.fold.state_lines()
             if split:
                 body += [
                     "# this program takes every SPLITS-th chunk of its rows, starting with chunk number `split`",
@@ -646,7 +851,7 @@ class _ReduceKernel(_KernelWriter):
                 ]
             else:
                 body.append("for start in range(0, reduced_size, BLOCK):")
-            step = ["columns = start + tl.arange(0, BLOCK).to(tl.int64)"] + chunk + self._loop_step()
+            step = ["columns = start + tl.arange(0, BLOCK).to(tl.int64)"] + chunk + self.fold.step_lines()
             body += [INDENT + line for line in step]
 
         partial_pointers: dict[str, str] = {}
@@ -654,13 +859,13 @@ class _ReduceKernel(_KernelWriter):
             partials = self._partial_states()
             partial_pointers = {name: scope.fresh(f"{name}_ptr") for name in partials}
             body += self._partial_stores(partials, partial_pointers)
-            out_lines, out_index, out_sizes = _split_lines(domain, self.kept, row_dims_out, "rows", scope)
+            out_lines, out_index, out_sizes = part_index_lines(domain, self.kept, row_dims_out, "rows", scope)
             output_body = self._row_lines(out_lines, False) + self._partial_loads(partial_pointers)
             fold_lines, folded = self._partial_fold()
         else:
             out_index, out_sizes, output_body = row_index, row_sizes, body
-            fold_lines, folded = self._single_fold() if self.strategy == "single" else self._loop_fold()
-        output_body += fold_lines + self._finish(results, folded)
+            fold_lines, folded = self.fold.single_fold() if self.strategy == "single" else self.fold.loop_fold()
+        output_body += fold_lines + self.fold.finish(results, folded)
         if reduction.outputs != "values_and_indices":
             output_body += self.anchor_for_epilogue(results[0], self.result_dtypes[0])
         self.variables.update(epilogue_variables)
@@ -670,7 +875,7 @@ class _ReduceKernel(_KernelWriter):
         stores, outputs = self._stores(results)
         output_body += stores
 
-        float_parameters = self._float_parameters()
+        float_parameters = self.fold.float_parameters(single=self.strategy == "single")
         output_pointers = [pointer for _, pointer, _ in outputs]
         plural = "s" if len(reduction.dims) > 1 else ""
         view = (
@@ -766,7 +971,7 @@ class _ReduceKernel(_KernelWriter):
         if combine == "sum":
             return {"partial_totals": ("tl.sum(lane_totals, axis=1)", "float32")}
         if combine in ("product", "max", "min"):
-            return {"partial_folds": (self._loop_fold()[1], "float32")}
+            return {"partial_folds": (self.fold.loop_fold()[1], "float32")}
         if combine in ("first_max", "first_min"):
             return {"partial_values": ("folded_value", "float32"), "partial_indices": ("folded_index", "int64")}
         if combine == "logsumexp":
@@ -780,7 +985,7 @@ class _ReduceKernel(_KernelWriter):
     def _partial_stores(self, partials: dict[str, tuple[str, str]], pointers: dict[str, str]) -> list[str]:
         lines = []
         if self.reduction.combine in ("first_max", "first_min"):
-            lines.append(f"folded_value, folded_index = {self._loop_fold()[1]}")
+            lines.append(f"folded_value, folded_index = {self.fold.loop_fold()[1]}")
         lines.append("# partial results go to [SPLITS, row_count] buffers: split s of row r at s * row_count + r")
         for name, (expression, _) in partials.items():
             offsets = "split.to(tl.int64) * row_count + rows"
@@ -838,151 +1043,8 @@ class _ReduceKernel(_KernelWriter):
             lines.append("# split each reduced position into the indices of the reduced dims")
             lines += column_lines
         lines += self.prologue_lines(reads_in, index_of_dim, "mask", reduction.source)
-        self.element = _element_expression(reduction, self.variables[reduction.source])
-        if reduction.element == "power":
-            lines.append("# |x| ** p as exp2(p * log2|x|): |x| = 0 gives 0 for p > 0 and inf for p < 0, as pow does")
-        neutral = NEUTRAL_ELEMENTS[reduction.combine]
-        lines += [
-            f"# masked-off lanes hold {neutral}, which leaves the result unchanged",
-            f"candidate = tl.where(mask, {self.element}, {neutral})",
-        ]
-        return lines
-
-    def _loop_state(self) -> list[str]:
-        combine = self.reduction.combine
-        if combine == "sum":
-            return ["lane_totals = tl.zeros([ROWS, BLOCK], tl.float32)"]
-        if combine == "product":
-            return ["lane_products = tl.full([ROWS, BLOCK], 1.0, tl.float32)"]
-        if combine in ("max", "min"):
-            return [f"lane_extremes = tl.full([ROWS, BLOCK], {NEUTRAL_ELEMENTS[combine]}, tl.float32)"]
-        if combine in ("first_max", "first_min"):
-            return [
-                f"lane_best = tl.full([ROWS, BLOCK], {NEUTRAL_ELEMENTS[combine]}, tl.float32)",
-                "# a lane that never sees an element keeps index reduced_size, which loses every tie",
-                "lane_best_index = tl.zeros([ROWS, BLOCK], tl.int64) + reduced_size",
-            ]
-        if combine == "logsumexp":
-            return [
-                f"running_max = tl.full([ROWS], {NEGATIVE_INFINITY}, tl.float32)",
-                "running_total = tl.zeros([ROWS], tl.float32)",
-            ]
-        return [
-            "seen = tl.zeros([ROWS], tl.float32)",
-            "running_mean = tl.zeros([ROWS], tl.float32)",
-            "running_squares = tl.zeros([ROWS], tl.float32)",
-        ]
-
-    def _loop_step(self) -> list[str]:
-        combine = self.reduction.combine
-        if combine == "sum":
-            return ["lane_totals += candidate"]
-        if combine == "product":
-            return ["lane_products *= candidate"]
-        if combine in ("max", "min"):
-            function = "tl.maximum" if combine == "max" else "tl.minimum"
-            return [f"lane_extremes = {function}(lane_extremes, candidate, {PROPAGATE_NAN})"]
-        if combine in ("first_max", "first_min"):
-            return [
-                "# a lane sees increasing indices, so on a tie it keeps its earlier element",
-                f"lane_best, lane_best_index = {self.helper(HELPER_OF_COMBINE[combine])}(",
-                f"{INDENT}lane_best, lane_best_index, candidate, columns[None, :]",
-                ")",
-            ]
-        if combine == "logsumexp":
-            return [
-                f"chunk_max = tl.reduce(candidate, 1, {self.helper('nan_maximum')})",
-                f"new_max = tl.maximum(running_max, chunk_max, {PROPAGATE_NAN})",
-                "# exp is taken relative to a finite shift: the maximum, or 0 where it is infinite",
-                f"old_shift = tl.where(tl.abs(running_max) == {POSITIVE_INFINITY}, 0.0, running_max)",
-                f"shift = tl.where(tl.abs(new_max) == {POSITIVE_INFINITY}, 0.0, new_max)",
-                "# rescale the sum so far to the new shift; a row that has seen only -inf has summed nothing",
-                "running_total = tl.where(",
-                f"{INDENT}running_max == {NEGATIVE_INFINITY}, 0.0, running_total * tl.exp(old_shift - shift)",
-                ") + tl.sum(tl.exp(candidate - shift[:, None]), axis=1)",
-                "running_max = new_max",
-            ]
-        return [
-            "# this chunk's mean and squared deviations from it, in registers",
-            "chunk_count = tl.sum(column_mask.to(tl.float32), axis=0)",
-            "chunk_mean = tl.div_rn(tl.sum(candidate, axis=1), chunk_count)",
-            f"deviation = tl.where(mask, {self.element} - chunk_mean[:, None], 0.0)",
-            "chunk_squares = tl.sum(deviation * deviation, axis=1)",
-            "# merge them into the row's running moments (Chan et al.), stable for any chunk sizes",
-            "combined = seen + chunk_count",
-            "delta = chunk_mean - running_mean",
-            "running_mean += delta * tl.div_rn(chunk_count, combined)",
-            "running_squares += chunk_squares + delta * delta * tl.div_rn(seen * chunk_count, combined)",
-            "seen = combined",
-        ]
-
-    def _loop_fold(self) -> tuple[list[str], str]:
-        """After the loop: statements and the expression of each row's folded value."""
-        combine = self.reduction.combine
-        if combine == "sum":
-            return [], "tl.sum(lane_totals, axis=1)"
-        if combine in ("product", "max", "min"):
-            state = "lane_products" if combine == "product" else "lane_extremes"
-            return [], f"tl.reduce({state}, 1, {self.helper(HELPER_OF_COMBINE[combine])})"
-        if combine in ("first_max", "first_min"):
-            return [], f"tl.reduce((lane_best, lane_best_index), 1, {self.helper(HELPER_OF_COMBINE[combine])})"
-        if combine == "logsumexp":
-            return [
-                f"shift = tl.where(tl.abs(running_max) == {POSITIVE_INFINITY}, 0.0, running_max)"
-            ], "tl.log(running_total) + shift"
-        return [], "running_squares"
-
-    def _single_fold(self) -> tuple[list[str], str]:
-        """After the row's one tile: statements and the expression of each row's folded value."""
-        combine = self.reduction.combine
-        if combine == "sum":
-            return [], "tl.sum(candidate, axis=1)"
-        if combine in ("product", "max", "min"):
-            return [], f"tl.reduce(candidate, 1, {self.helper(HELPER_OF_COMBINE[combine])})"
-        if combine in ("first_max", "first_min"):
-            helper = self.helper(HELPER_OF_COMBINE[combine])
-            return ["indices = tl.broadcast_to(columns[None, :], [ROWS, BLOCK])"], (
-                f"tl.reduce((candidate, indices), 1, {helper})"
-            )
-        if combine == "logsumexp":
-            return [
-                f"running_max = tl.reduce(candidate, 1, {self.helper('nan_maximum')})",
-                "# exp is taken relative to a finite shift: the maximum, or 0 where it is infinite",
-                f"shift = tl.where(tl.abs(running_max) == {POSITIVE_INFINITY}, 0.0, running_max)",
-            ], "tl.log(tl.sum(tl.exp(candidate - shift[:, None]), axis=1)) + shift"
-        return [
-            "# two passes over the row in registers: the mean, then squared deviations from it",
-            "row_mean = tl.div_rn(tl.sum(candidate, axis=1), reduced_count)",
-            f"deviation = tl.where(mask, {self.element} - row_mean[:, None], 0.0)",
-        ], "tl.sum(deviation * deviation, axis=1)"
-
-    def _finish(self, results: list[str], folded: str) -> list[str]:
-        """The anchor's results from the folded value (the mean's division, a norm's root, ...)."""
-        reduction = self.reduction
-        if reduction.outputs == "indices":
-            return [f"_, {results[0]} = {folded}"]
-        if reduction.outputs == "values_and_indices":
-            return [f"{results[0]}, {results[1]} = {folded}"]
-        if reduction.finish == "root":
-            return [f"{results[0]} = tl.exp2(tl.log2({folded}) * {1.0 / reduction.order!r})"]
-        expression = {
-            None: folded,
-            "mean": f"tl.div_rn({folded}, reduced_count)",
-            "sqrt": f"tl.sqrt_rn({folded})",
-            "variance": f"tl.div_rn({folded}, divisor)",
-            "deviation": f"tl.sqrt_rn(tl.div_rn({folded}, divisor))",
-        }[reduction.finish]
-        return [f"{results[0]} = {expression}"]
-
-    def _float_parameters(self) -> list[str]:
-        """Float scalars from the wrapper (floats, unlike ints equal to 1, are never specialised to constants)."""
-        reduction = self.reduction
-        names = []
-        if reduction.finish == "mean" or (reduction.combine == "moments" and self.strategy == "single"):
-            names.append("reduced_count")
-        if reduction.combine == "moments":
-            names.append("divisor")
-        return names
+        self.fold = Fold(reduction, self.variables[reduction.source], FoldNames(), self.helper)
+        return lines + self.fold.candidate_lines()
 
     def _stores(self, results: list[str]) -> tuple[list[str], list[tuple[str, str, str]]]:
         """Store statements, and what is stored in the wrapper's return order: (variable, pointer, dtype)."""
@@ -1025,24 +1087,19 @@ class _ReduceKernel(_KernelWriter):
             for dim in range(len(domain))
             if reduction.keepdim or dim not in reduction.dims
         ]
-        lines.append(f"{INDENT}{output_shape} = {_tuple_text(shape_items)}")
+        lines.append(f"{INDENT}{output_shape} = {tuple_text(shape_items)}")
         for variable, (_, _, dtype) in zip(returned, launch.outputs):
             lines.append(f"{INDENT}{variable} = torch.empty({output_shape}, dtype=torch.{dtype}, device={device})")
-        lines.append(f"{INDENT}{row_count} = {_product_text([f'{input_shape}[{dim}]' for dim in self.kept])}")
-        lines.append(f"{INDENT}{reduced_size} = {_product_text([f'{input_shape}[{dim}]' for dim in reduction.dims])}")
+        lines.append(f"{INDENT}{row_count} = {product_text([f'{input_shape}[{dim}]' for dim in self.kept])}")
+        lines.append(f"{INDENT}{reduced_size} = {product_text([f'{input_shape}[{dim}]' for dim in reduction.dims])}")
         in_strides, in_stride_arguments, _ = launch.reads_in.wrapper_arguments(tensors, input_shape, scope)
         out_strides, out_stride_arguments, _ = launch.reads_out.wrapper_arguments(tensors, output_shape, scope)
         lines += [INDENT + line for line in in_strides + out_strides]
-        float_arguments = {
-            "reduced_count": f"float({reduced_size})",
-            # PyTorch divides by max(n - correction, 0): 0 gives inf, or NaN for a zero sum
-            "divisor": f"float(max({reduced_size} - {reduction.correction!r}, 0.0))",
-        }
         block_value = f"triton.next_power_of_2({reduced_size})" if self.strategy == "single" else plan.params["block"]
         lines += [f"{INDENT}{rows} = {plan.params['rows']}", f"{INDENT}{block} = {block_value}"]
         input_arguments = [tensors[value] for value in self.inside]
         epilogue_arguments = [tensors[value] for value in self.outside]
-        floats = [float_arguments[name] for name in launch.float_parameters]
+        floats = [self.fold.float_argument(name, reduced_size) for name in launch.float_parameters]
         warps = f"num_warps={plan.params['warps']}"
         if self.strategy != "split":
             lines += [f"{INDENT}# one program per {rows} rows", f"{INDENT}{grid} = (triton.cdiv({row_count}, {rows}),)"]
@@ -1057,7 +1114,7 @@ class _ReduceKernel(_KernelWriter):
                 + out_stride_arguments
                 + [f"ROWS={rows}", f"BLOCK={block}", warps]
             )
-            lines += _launch_lines(plan.kernel, grid, arguments)
+            lines += launch_lines(plan.kernel, grid, arguments)
         else:
             buffers = {name: scope.fresh(name) for name in launch.partials}
             lines.append(f"{INDENT}{splits} = {plan.params['splits']}")
@@ -1078,7 +1135,7 @@ class _ReduceKernel(_KernelWriter):
                 + in_stride_arguments
                 + [f"ROWS={rows}", f"BLOCK={block}", f"SPLITS={splits}", warps]
             )
-            lines += _launch_lines(plan.kernel, grid, arguments)
+            lines += launch_lines(plan.kernel, grid, arguments)
             lines.append(f"{INDENT}{fold_grid} = (triton.cdiv({row_count}, {rows}),)")
             arguments = (
                 list(buffers.values())
@@ -1090,12 +1147,12 @@ class _ReduceKernel(_KernelWriter):
                 + out_stride_arguments
                 + [f"ROWS={rows}", f"SPLITS={splits}", warps]
             )
-            lines += _launch_lines(self.fold_kernel, fold_grid, arguments)
+            lines += launch_lines(self.fold_kernel, fold_grid, arguments)
         lines.append(f"{INDENT}return {', '.join(returned)}")
         return "\n".join(lines) + "\n"
 
 
-def _launch_lines(kernel: str, grid: str, arguments: list[str]) -> list[str]:
+def launch_lines(kernel: str, grid: str, arguments: list[str]) -> list[str]:
     """`kernel[grid](...)`, one argument per line, inside a wrapper."""
     return [f"{INDENT}{kernel}[{grid}]("] + [f"{INDENT * 2}{argument}," for argument in arguments] + [f"{INDENT})"]
 
@@ -1150,7 +1207,7 @@ class _ScanKernel(_KernelWriter):
         reads = DomainReads(self.graph, domain, values, scope, self.variables, flat_fast_path=False)
         kept = [dim for dim in range(len(domain)) if dim != scan.dim]
         row_dims = [dim for dim in reads.indexed_dims if dim != scan.dim]
-        row_lines, row_index, row_sizes = _split_lines(domain, kept, row_dims, "rows", scope)
+        row_lines, row_index, row_sizes = part_index_lines(domain, kept, row_dims, "rows", scope)
         index_of_dim = {dim: f"{row_index[dim]}[:, None]" for dim in row_dims}
         if scan.dim in reads.indexed_dims:
             index_of_dim[scan.dim] = "positions[None, :]"
@@ -1259,8 +1316,8 @@ class _ScanKernel(_KernelWriter):
         inner = [f"{input_shape}[{other}]" for other in kept if other > dim]
         lines += [
             f"{INDENT}{line_length} = {input_shape}[{dim}]",
-            f"{INDENT}{row_count} = {_product_text([f'{input_shape}[{other}]' for other in kept])}",
-            f"{INDENT}{inner_size} = {_product_text(inner)}",
+            f"{INDENT}{row_count} = {product_text([f'{input_shape}[{other}]' for other in kept])}",
+            f"{INDENT}{inner_size} = {product_text(inner)}",
         ]
         stride_lines, stride_arguments, _ = reads.wrapper_arguments(tensors, input_shape, scope)
         lines += [INDENT + line for line in stride_lines]
