@@ -18,7 +18,14 @@ from drtriton_lsp.compiler.forward_source import render_forward
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode
 from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.partition import Anchored
-from drtriton_lsp.compiler.planner import GraphRoles, classify, default_kernel_line, default_schedule, lower_schedule
+from drtriton_lsp.compiler.planner import (
+    GraphRoles,
+    classify,
+    default_kernel_line,
+    default_schedule,
+    live_readers,
+    lower_schedule,
+)
 from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, ScheduleError
 from drtriton_lsp.compiler.templates import POINTWISE, ROW, TEMPLATES
 from drtriton_lsp.errors import DrtritonError
@@ -42,7 +49,8 @@ def fragment_graph(graph: OpGraph, ops: Sequence[str]) -> OpGraph:
     Views the ops read are computed inside the fragment from its inputs.
     """
     nodes = {node.name: node for node in graph.nodes}
-    implied = classify(graph).implied
+    roles = classify(graph)
+    implied = roles.implied
     inside = set(ops)
     pending = list(ops)
     while pending:
@@ -64,7 +72,7 @@ def fragment_graph(graph: OpGraph, ops: Sequence[str]) -> OpGraph:
                     "the fragment keeps the compiler's default schedule",
                 )
             inputs.append(GraphInput(name=ref, kind="user_input", target=scope.fresh(ref), spec=spec))
-    readers = graph.users()
+    readers = live_readers(graph, roles)
     outputs = [
         {"ref": node.name}
         for node in ordered

@@ -86,10 +86,16 @@ def _is_view(node: OpNode) -> bool:
     return alias is not None and not alias.is_write
 
 
+def live_readers(graph: OpGraph, roles: GraphRoles) -> dict[str, list[str]]:
+    """`graph.users()` without the ops the hybrid drops (export's metadata asserts after a cast): a kernel
+    value that only they read is not stored."""
+    return {value: [reader for reader in readers if reader not in roles.dropped] for value, readers in graph.users().items()}
+
+
 def default_schedule(graph: OpGraph) -> Schedule:
     """The compiler's schedule for `graph`: greedy fusion, each template's default parameters."""
     roles = classify(graph)
-    readers = graph.users()
+    readers = live_readers(graph, roles)
     nodes = {node.name: node for node in graph.nodes}
     scheduled = [node for node in graph.nodes if node.name not in roles.dropped]
 
@@ -118,7 +124,8 @@ def default_kernel_line(
     compute the members as one kernel.
     """
     nodes = {node.name: node for node in graph.nodes}
-    return _default_line(graph, nodes, roles or classify(graph), graph.users(), template_name, members)
+    roles = roles or classify(graph)
+    return _default_line(graph, nodes, roles, live_readers(graph, roles), template_name, members)
 
 
 def _default_line(graph, nodes, roles, readers, template_name, members) -> KernelLine:
@@ -135,7 +142,7 @@ def lower_schedule(graph: OpGraph, schedule: Schedule, prefix: str, module_scope
     missing, a template that cannot compute an op, a step reading a value not yet computed).
     """
     roles = classify(graph)
-    readers = graph.users()
+    readers = live_readers(graph, roles)
     nodes = {node.name: node for node in graph.nodes}
     schedulable = [node.name for node in graph.nodes if node.name not in roles.implied and node.name not in roles.dropped]
     line_of: dict[str, int] = {}

@@ -137,6 +137,24 @@ def test_values_read_outside_a_kernel_become_extra_outputs(run_hybrid):
         torch.testing.assert_close(got, want)
 
 
+class CastBackAfterScaling(nn.Module):
+    """A half-precision input scaled in float32 and cast back: export asserts the casts' metadata."""
+
+    def forward(self, x):
+        hidden = x.to(torch.float32)
+        scaled = hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return scaled.to(x.dtype) * 2
+
+
+def test_a_value_only_export_metadata_asserts_read_is_not_stored(run_hybrid):
+    x = torch.randn(4, 8).to(torch.bfloat16)
+    program, actual, expected = run_hybrid(CastBackAfterScaling(), (x,), (torch.randn(5, 8).to(torch.bfloat16),))
+    # `mul` (float32) is read by the cast back to bfloat16 in the same kernel and by an assert the hybrid
+    # drops: storing it would write a float32 copy of the whole tensor that nothing reads
+    assert "    mul_1 = model_fused_mul_to(to, rsqrt)\n" in program.kernel_block
+    torch.testing.assert_close(actual, expected, atol=1.6e-2, rtol=1.6e-2)
+
+
 class ColumnThenGrid(nn.Module):
     def forward(self, column, grid):
         doubled = column * 2
