@@ -264,9 +264,8 @@ def run_problem(path: Path, entry: dict[str, Any], options: OptimizeOptions, can
         "device": None,
     }
     try:
-        outcome = optimize_target(
-            path.read_text(), str(path), "Model", options=options, runner=LocalRunner(), cancel=cancel
-        )
+        with LocalRunner() as runner:  # closed: no worker started ahead outlives its problem
+            outcome = optimize_target(path.read_text(), str(path), "Model", options=options, runner=runner, cancel=cancel)
     except Cancelled:
         raise
     except DrtritonError as error:

@@ -175,24 +175,24 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
         search=args.search,
         search_budget=SearchBudget(seconds=args.search_seconds),
     )
-    runner = LocalRunner()
     outcomes = []
-    for name in names:
-        with console.status(Text.assemble((name, "bold"), ": starting"), spinner="dots") as status:
+    with LocalRunner() as runner:  # closing it kills a worker started ahead for a job that did not come
+        for name in names:
+            with console.status(Text.assemble((name, "bold"), ": starting"), spinner="dots") as status:
 
-            def progress(message: str, _name=name, _status=status) -> None:
-                _status.update(Text.assemble((_name, "bold"), ": ", message))
+                def progress(message: str, _name=name, _status=status) -> None:
+                    _status.update(Text.assemble((_name, "bold"), ": ", message))
 
-            try:
-                outcome = optimize_target(original, path, name, options=options, runner=runner, progress=progress)
-            except Cancelled:
-                raise KeyboardInterrupt from None
-            except DrtritonError as error:
-                if len(names) == 1:
-                    raise
-                outcome = Outcome(error_report(path, name, error))  # one bad target must not stop the others
-        outcomes.append(outcome)
-        console.print(Text(one_line(outcome.report)), highlight=False)
+                try:
+                    outcome = optimize_target(original, path, name, options=options, runner=runner, progress=progress)
+                except Cancelled:
+                    raise KeyboardInterrupt from None
+                except DrtritonError as error:
+                    if len(names) == 1:
+                        raise
+                    outcome = Outcome(error_report(path, name, error))  # one bad target must not stop the others
+            outcomes.append(outcome)
+            console.print(Text(one_line(outcome.report)), highlight=False)
 
     reports = [o.report for o in outcomes]
     print_reports(reports, console)
@@ -286,19 +286,21 @@ def write_verified(file: Path, original: str, outcomes, console: Console, write_
 
 
 def verify_command(args: argparse.Namespace, console: Console) -> int:
-    from drtriton_lsp.engine.devices import describe_device, resolve_device
+    from drtriton_lsp.engine.devices import describe_device, likely_device, resolve_device
     from drtriton_lsp.engine.report import build_report, one_line
     from drtriton_lsp.engine.task import Task
-    from drtriton_lsp.engine.verify import Cancelled, verify_candidate
+    from drtriton_lsp.engine.verify import Cancelled, verify_candidate, worker_environment
     from drtriton_lsp.runners.local import JobFailure, LocalRunner
 
     task = Task.from_file(args.task_file)
     candidate = read_source(args.candidate_file)
-    runner = LocalRunner()
     python_path = [str(args.task_file.resolve().parent)]
-    with console.status("checking the worker's devices", spinner="dots") as status:
+    with LocalRunner() as runner, console.status("checking the worker's devices", spinner="dots") as status:
         try:
-            devices = runner.call("capabilities", {}, python_path=python_path)
+            # the verification's worker (on the likely device) starts while the devices are checked
+            devices = runner.call(
+                "capabilities", {}, python_path=python_path, prepare_next=worker_environment(likely_device(args.device))
+            )
         except JobFailure as failure:
             say(console, "internal error: ", "bold red", f"the worker did not start: {failure.detail}\n{failure.stderr_tail}")
             return EXIT_INTERNAL

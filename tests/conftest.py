@@ -6,6 +6,7 @@ Tests that need the language's own interpreter set TRITON_INTERPRET themselves (
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,17 @@ def example_copy(tmp_path):
         return destination
 
     return copy
+
+
+@pytest.fixture
+def started_workers(monkeypatch) -> list[subprocess.Popen]:
+    """Every process started in the test (the runners' workers), in order, as the runner holds them."""
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def recording_popen(*args, **kwargs):
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(subprocess, "Popen", recording_popen)
+    return started

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import glob
+import os
 import platform
 import sys
 from dataclasses import dataclass
@@ -78,6 +80,16 @@ def resolve_device(
             path=path,
         )
     return requested
+
+
+def likely_device(requested: str) -> str:
+    """The device `resolve_device` will most likely pick, guessed in the caller without starting CUDA there:
+    "auto" is "cuda" when an NVIDIA device node is present and CUDA_VISIBLE_DEVICES does not hide it. Only
+    good for starting a worker ahead of time; a wrong guess costs that worker, never a wrong device."""
+    if requested != "auto":
+        return requested
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1")
+    return "cuda" if not hidden and glob.glob("/dev/nvidia[0-9]*") else "cpu"
 
 
 def describe_device(device: str, devices: dict[str, Any]) -> dict[str, str]:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from drtriton_lsp import __version__
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.devices import COMMAND_LINE_DEVICE, DeviceOption, describe_device, resolve_device
+from drtriton_lsp.engine.devices import COMMAND_LINE_DEVICE, DeviceOption, describe_device, likely_device, resolve_device
 from drtriton_lsp.engine.report import (
     build_report,
     correctness_of,
@@ -110,7 +110,11 @@ def optimize_target(
     task = extract_task(source, target_name, path)
 
     progress("capturing the graph (torch.export) in a worker")
-    capture = _call(runner, "capture", {"task": task.to_json()}, options.capture_limits, python_path, progress, cancel)
+    # the verification's worker starts while the capture runs; its device is a guess until capture reports the devices
+    capture = _call(
+        runner, "capture", {"task": task.to_json()}, options.capture_limits, python_path, progress, cancel,
+        prepare_next=worker_environment(likely_device(options.device)),
+    )
     devices = capture["devices"]
     device = resolve_device(options.device, devices, path, options.device_option)
     graph = OpGraph.from_json(capture["graph"])
@@ -318,8 +322,12 @@ def _python_path(path: str | None) -> list[str] | None:
 
 
 def _worker_devices(runner, options, python_path, progress, cancel) -> dict[str, Any]:
+    """The devices a worker sees; meanwhile, the worker of the job that follows (on the likely device) starts."""
     progress("checking the worker's devices")
-    return _call(runner, "capabilities", {}, options.capabilities_limits, python_path, progress, cancel)
+    return _call(
+        runner, "capabilities", {}, options.capabilities_limits, python_path, progress, cancel,
+        prepare_next=worker_environment(likely_device(options.device)),
+    )
 
 
 @dataclass
@@ -336,6 +344,7 @@ class _Trial:
 
 def _verify_and_time(task, graph, program, device, device_info, options, runner, python_path, progress, cancel) -> _Trial:
     candidate = build_candidate(task.source, program, candidate_header(task, program))
+    benchmark_follows = device != "cpu" and options.benchmark  # when the candidate is verified
     progress(f"verifying on {device_info['kind']}")
     verdict = verify_candidate(
         task,
@@ -349,6 +358,7 @@ def _verify_and_time(task, graph, program, device, device_info, options, runner,
         cancel=cancel,
         python_path=python_path,
         tf32=program.tf32,
+        prepare_next=worker_environment(device) if benchmark_follows else None,
     )
     verified_at = time.monotonic()
     timing, timing_note = None, ""
@@ -496,10 +506,11 @@ def snake_case(name: str) -> str:
     return "".join(out).strip("_")
 
 
-def _call(runner, method, params, limits, python_path, progress, cancel, env=None) -> Any:
+def _call(runner, method, params, limits, python_path, progress, cancel, env=None, prepare_next=None) -> Any:
     try:
         return runner.call(
-            method, params, limits=limits, env=env, python_path=python_path, on_progress=progress, cancel=cancel
+            method, params, limits=limits, env=env, python_path=python_path, on_progress=progress, cancel=cancel,
+            prepare_next=prepare_next,
         )
     except JobFailure as failure:
         if failure.reason == "cancelled":

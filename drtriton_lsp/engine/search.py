@@ -1,6 +1,7 @@
 """Test-time search (after DRTriton): each kernel of the default schedule is a fragment (a kept
-convolution joins the pointwise kernel after it); its alternatives are verified on their own, timed
-against PyTorch, and the fastest verified one is kept.
+convolution joins the pointwise kernel after it, a matmul kernel the reduce kernel after it, and
+consecutive pointwise and reduce kernels over the same rows join each other); its alternatives are
+verified on their own, timed against PyTorch, and the fastest verified one is kept.
 
 Budgeted in seconds and candidates, cancellable (the best verified result so far is kept), reported
 as it goes, and cached by task and environment so a repeated search is instant. The winner is
@@ -33,7 +34,10 @@ from drtriton_lsp.engine.verify import Cancelled
 from drtriton_lsp.runners.local import JobFailure
 from drtriton_lsp.source.candidate import build_candidate
 
-SEARCH_CACHE_VERSION = 2  # 2: kept convolutions are searched (with the pointwise kernel after them)
+# 2: kept convolutions are searched (with the pointwise kernel after them); 3: a matmul kernel is
+# searched with the reduce kernel after it (and folding it in); 4: consecutive pointwise and reduce
+# kernels over the same rows are searched together (and as one row kernel)
+SEARCH_CACHE_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -292,14 +296,15 @@ class WorkerMeasurer:
 
     def __call__(self, task: Task, fragment: OpGraph, candidates: list[str]):
         from drtriton_lsp.engine.pipeline import user_input_shapes
-        from drtriton_lsp.engine.verify import verify_candidate
+        from drtriton_lsp.engine.verify import verify_candidate, worker_environment
 
         def verify_one(source: str):
             with self.gpu.shared():
+                # each verification starts the next one's worker (or the timing job's: the same environment on a GPU)
                 verdict = verify_candidate(
                     task, source, device=self.device, runner=self.runner, trials=self.trials,
                     input_shapes=user_input_shapes(fragment), limits=self.verify_limits,
-                    cancel=self.cancel, python_path=self.python_path,
+                    cancel=self.cancel, python_path=self.python_path, prepare_next=worker_environment(self.device),
                 )
             return verdict.verified, "" if verdict.verified else verdict.explanation
 

@@ -151,6 +151,8 @@ def run_problem(
         failure = (snake_case_name(type(error).__name__), error.located() + (f" ({error.hint})" if error.hint else ""))
     except Exception as error:  # noqa: BLE001 - a drtriton bug: record it and go on with the suite
         failure = ("internal_error", f"{type(error).__name__}: {error}\n{traceback.format_exc()[-1500:]}")
+    finally:
+        runner.close()  # a worker started ahead for a step that did not come must not outlive the problem
     graph = OpGraph.from_json(runner.captured_graph) if runner.captured_graph else None
     work = graph_work(graph) if graph else None
     library = None

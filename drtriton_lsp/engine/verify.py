@@ -115,11 +115,13 @@ def verify_candidate(
     python_path: list[str] | None = None,
     tf32: bool = False,
     seed: int = 0,
+    prepare_next: dict[str, str | None] | None = None,
 ) -> Verdict:
     """Judge `candidate_source` against `task` on `device` ("cpu" runs Triton's interpreter).
 
     tf32: the candidate computes float32 matmuls in TF32 by request; float32 outputs then get TF32's tolerance.
     seed: the base of every random draw in the worker; verifying again with another base tries other inputs.
+    prepare_next: the worker environment of a job that follows (see `LocalRunner.call`), started meanwhile.
     """
     rejection = static_rejection(candidate_source)
     if rejection is not None:
@@ -144,6 +146,7 @@ def verify_candidate(
             python_path=python_path,
             on_progress=on_progress,
             cancel=cancel,
+            prepare_next=prepare_next,
         )
     except JobFailure as failure:
         if failure.reason == "cancelled":

@@ -1,7 +1,7 @@
 """Run one job in a fresh local worker process, watched for time, memory and cancellation.
 
-Each call starts its own `python -m drtriton_lsp.runners.worker`, so a kernel that segfaults,
-hangs or eats memory ends that process and is reported as a named `JobFailure`.
+Each job gets its own `python -m drtriton_lsp.runners.worker`, so a crash or hang ends only that process (a named
+`JobFailure`); a "spare" started ahead (`prepare`) imports torch while an earlier step runs, then serves one job.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -24,6 +25,8 @@ from drtriton_lsp.runners import protocol
 DEFAULT_MEMORY_LIMIT_BYTES = 8 * 1024**3
 WATCH_INTERVAL_S = 0.1
 STDERR_LINES_KEPT = 60
+# Request ids on a worker's stdin: a spare's preload, then the job, then shutdown.
+PRELOAD_ID, JOB_ID, SHUTDOWN_ID = 0, 1, 2
 
 
 class JobFailure(Exception):
@@ -47,12 +50,124 @@ class JobLimits:
     memory_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES
 
 
+# The interpreter and the whole environment of a worker: a spare serves only a job with the same key.
+EnvironmentKey = tuple[str, frozenset]
+
+
+@dataclass
+class _Worker:
+    """A started worker process; its stderr is read from the start, so a full pipe never blocks it."""
+
+    process: subprocess.Popen
+    key: EnvironmentKey
+    stderr_lines: deque[str]
+    stderr_reader: threading.Thread
+    is_spare: bool = False  # started ahead of its job: its first request is `preload`
+
+    @classmethod
+    def start(cls, key: EnvironmentKey, *, spare: bool = False) -> _Worker:
+        python, environment = key
+        process = subprocess.Popen(
+            [python, "-m", "drtriton_lsp.runners.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(environment),
+            start_new_session=True,  # its own process group: a kill takes every child with it
+        )
+        stderr_lines: deque[str] = deque(maxlen=STDERR_LINES_KEPT)
+        stderr_reader = threading.Thread(target=_drain, args=(process.stderr, stderr_lines), daemon=True)
+        stderr_reader.start()
+        worker = cls(process, key, stderr_lines, stderr_reader, is_spare=spare)
+        if spare:
+            worker.send(PRELOAD_ID, "preload", {})
+        return worker
+
+    def send(self, request_id: int, method: str, params: dict[str, Any]) -> None:
+        try:
+            protocol.write_message(self.process.stdin, protocol.request(request_id, method, params))
+        except (BrokenPipeError, OSError):
+            pass  # the worker died; reading its answer finds out, and its exit status says why
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+
+class _SpareSlot:
+    """The runner's one spare worker, shared by the threads that call the runner and by its finalizer."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spare: _Worker | None = None
+
+    def fill(self, key: EnvironmentKey) -> None:
+        """Keep a live spare for `key`; a spare for another environment (or a dead one) is killed first."""
+        with self._lock:
+            if self._spare is not None and self._spare.key == key and self._spare.process.poll() is None:
+                return
+            if self._spare is not None:
+                self._spare.kill()
+            self._spare = _Worker.start(key, spare=True)
+
+    def take(self, key: EnvironmentKey) -> _Worker | None:
+        """The spare, if it was started for `key` and is alive; one for another environment, or one that died
+        idle (a crash, the OOM killer), is killed or reaped and never used."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None and (spare.key != key or spare.process.poll() is not None):
+            spare.kill()
+            return None
+        return spare
+
+    def empty(self) -> None:
+        """Kill the spare, if there is one."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.kill()
+
+
+class _DiedBeforeUse(Exception):
+    """A spare ended before it read its job (no answer even to its preload): the job never ran."""
+
+
 @dataclass
 class LocalRunner:
-    """Starts workers with this interpreter; `extra_env` and `python_path` shape their environment."""
+    """Starts workers with this interpreter; `extra_env` and `python_path` shape their environment.
+
+    A spare's limits (time, memory) and cancellation apply from when its job is handed over. Close the
+    runner (or use it as a context manager) to kill a spare no job took; one left over is also killed
+    when the runner is garbage-collected or the interpreter exits.
+    """
 
     python: str = sys.executable
     extra_env: dict[str, str] = field(default_factory=dict)
+    _spare: _SpareSlot = field(default_factory=_SpareSlot, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The finalizer holds the slot, not the runner, so it does not keep the runner alive.
+        weakref.finalize(self, self._spare.empty)
+
+    def __enter__(self) -> LocalRunner:
+        return self
+
+    def __exit__(self, *_exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Kill the spare worker, if any. The runner stays usable: later calls start workers as needed."""
+        self._spare.empty()
+
+    def prepare(self, *, env: dict[str, str | None] | None = None, python_path: list[str] | None = None) -> None:
+        """Start a worker now for the next `call` with this `env` and `python_path`, so that its imports (and
+        its CUDA context, where its jobs use CUDA) are done when that call comes. It replaces any spare
+        for another environment: a runner keeps at most one."""
+        self._spare.fill(self._environment_key(env, python_path))
 
     def call(
         self,
@@ -64,9 +179,25 @@ class LocalRunner:
         python_path: list[str] | None = None,
         on_progress: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
+        prepare_next: dict[str, str | None] | None = None,
     ) -> Any:
-        """Run `method` in a new worker and return its result, or raise JobFailure / DrtritonError."""
+        """Run `method` in a new worker and return its result, or raise JobFailure / DrtritonError.
+
+        The worker is the spare if one was prepared for this environment. prepare_next: the `env` of a
+        job known to follow (with this `python_path`), whose worker is then started while this job runs.
+        """
         limits = limits or JobLimits()
+        key = self._environment_key(env, python_path)
+        worker = self._spare.take(key) or _Worker.start(key)
+        if prepare_next is not None:
+            self.prepare(env=prepare_next, python_path=python_path)
+        try:
+            return _run_job(worker, method, params, limits, on_progress, cancel)
+        except _DiedBeforeUse:
+            return _run_job(_Worker.start(key), method, params, limits, on_progress, cancel)
+
+    def _environment_key(self, env: dict[str, str | None] | None, python_path: list[str] | None) -> EnvironmentKey:
+        """The interpreter and the whole environment a worker gets: a spare serves only a job with the same key."""
         process_env = dict(os.environ)
         process_env.update(self.extra_env)
         for name, value in (env or {}).items():
@@ -78,57 +209,61 @@ class LocalRunner:
         if python_path:
             existing = process_env.get("PYTHONPATH")
             process_env["PYTHONPATH"] = os.pathsep.join(python_path + ([existing] if existing else []))
-        process = subprocess.Popen(
-            [self.python, "-m", "drtriton_lsp.runners.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=process_env,
-            start_new_session=True,  # its own process group: a kill takes every child with it
-        )
-        watch = _Watch(process, limits, cancel)
-        stderr_lines: deque[str] = deque(maxlen=STDERR_LINES_KEPT)
-        stderr_reader = threading.Thread(target=_drain, args=(process.stderr, stderr_lines), daemon=True)
-        stderr_reader.start()
-        watcher = threading.Thread(target=watch.run, daemon=True)
-        watcher.start()
-        try:
-            protocol.write_message(process.stdin, protocol.request(1, method, params))
-            protocol.write_message(process.stdin, protocol.request(2, "shutdown", {}))
-        except (BrokenPipeError, OSError):
-            pass  # the worker died at start-up; the exit status below says why
-        response = None
-        try:
-            while True:
-                message = protocol.read_message(process.stdout)
-                if message is None:
-                    break
-                if message.get("method") == "progress" and on_progress is not None:
-                    on_progress(message["params"]["message"])
-                elif message.get("id") == 1:
-                    response = message
-        except BaseException:
-            watch.kill_now()  # Ctrl-C or an error in the caller: never leave a worker behind
-            raise
-        process.wait()
-        watch.stop()
-        stderr_reader.join(timeout=5)
-        stderr_tail = "".join(stderr_lines)
-        if watch.verdict is not None:
-            raise JobFailure(watch.verdict, watch.detail, stderr_tail)
-        if response is None:
-            raise JobFailure("crashed", _describe_exit(process.returncode), stderr_tail)
-        if "error" in response:
-            error = response["error"]
-            if error["code"] == protocol.USER_ERROR:
-                data = error.get("data") or {}
-                raise DrtritonError(
-                    data.get("message", error["message"]), data.get("hint", ""), path=data.get("path"), line=data.get("line")
-                )
-            detail = (error.get("data") or {}).get("traceback", error["message"])
-            raise WorkerError(f"the worker failed in {method}: {error['message']}", detail)
-        return response["result"]
+        return self.python, frozenset(process_env.items())
+
+
+def _run_job(
+    worker: _Worker,
+    method: str,
+    params: dict[str, Any],
+    limits: JobLimits,
+    on_progress: Callable[[str], None] | None,
+    cancel: threading.Event | None,
+) -> Any:
+    """Hand `method` to the worker and watch it from now on (a spare's start-up counts for no limit)."""
+    process = worker.process
+    watch = _Watch(process, limits, cancel)
+    watcher = threading.Thread(target=watch.run, daemon=True)
+    watcher.start()
+    response = None
+    preload_answered = False
+    try:
+        # A spare still preloading reads the job when it is done: a large job may wait here until then.
+        worker.send(JOB_ID, method, params)
+        worker.send(SHUTDOWN_ID, "shutdown", {})
+        while True:
+            message = protocol.read_message(process.stdout)
+            if message is None:
+                break
+            if message.get("method") == "progress" and on_progress is not None:
+                on_progress(message["params"]["message"])
+            elif message.get("id") == PRELOAD_ID:
+                preload_answered = True  # its content (even an error) is of no use: the job itself decides
+            elif message.get("id") == JOB_ID:
+                response = message
+    except BaseException:
+        watch.kill_now()  # Ctrl-C or an error in the caller: never leave a worker behind
+        raise
+    process.wait()
+    watch.stop()
+    worker.stderr_reader.join(timeout=5)
+    stderr_tail = "".join(worker.stderr_lines)
+    if watch.verdict is not None:
+        raise JobFailure(watch.verdict, watch.detail, stderr_tail)
+    if response is None:
+        if worker.is_spare and not preload_answered:
+            raise _DiedBeforeUse()  # requests are served in order: without a preload answer, the job never started
+        raise JobFailure("crashed", _describe_exit(process.returncode), stderr_tail)
+    if "error" in response:
+        error = response["error"]
+        if error["code"] == protocol.USER_ERROR:
+            data = error.get("data") or {}
+            raise DrtritonError(
+                data.get("message", error["message"]), data.get("hint", ""), path=data.get("path"), line=data.get("line")
+            )
+        detail = (error.get("data") or {}).get("traceback", error["message"])
+        raise WorkerError(f"the worker failed in {method}: {error['message']}", detail)
+    return response["result"]
 
 
 class _Watch:

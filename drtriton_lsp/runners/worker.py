@@ -1,6 +1,6 @@
 """`drtriton worker`: the process that runs user and generated code, answering JSON-RPC on stdio.
 
-Methods: capabilities, capture, verify, benchmark, time_candidates, ceilings, shutdown. Anything
+Methods: capabilities, capture, verify, benchmark, time_candidates, ceilings, preload, shutdown. Anything
 the code under test prints goes to stderr: file descriptor 1 is moved aside at start-up so only
 protocol messages reach the caller, even when a kernel or the user's module writes to stdout.
 """
@@ -54,6 +54,21 @@ def ceilings(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return run_ceilings(params, progress)
 
 
+def preload(_params: dict[str, Any], _progress: Progress) -> dict[str, Any]:
+    """Import what the job methods import, and create the CUDA context where this worker's jobs use CUDA: a
+    worker started ahead of its job (`LocalRunner.prepare`) pays its start-up while an earlier step runs."""
+    import torch
+    import triton  # noqa: F401
+
+    from drtriton_lsp.engine import bench, capture_job, ceilings, verify_worker  # noqa: F401
+
+    # TRITON_INTERPRET=1 is the CPU environment: its jobs never touch the GPU, so no context is made for them.
+    cuda = os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available()
+    if cuda:
+        torch.cuda.synchronize()  # creates the context; allocates nothing through PyTorch's caching allocator
+    return {"cuda_context": cuda}
+
+
 METHODS: dict[str, Callable[[dict[str, Any], Progress], Any]] = {
     "capabilities": capabilities,
     "capture": capture,
@@ -61,6 +76,7 @@ METHODS: dict[str, Callable[[dict[str, Any], Progress], Any]] = {
     "benchmark": benchmark,
     "time_candidates": time_candidates,
     "ceilings": ceilings,
+    "preload": preload,
 }
 
 

@@ -90,29 +90,33 @@ def _generate(job: Job, job_input: JobInput, progress: Progress) -> Outcome:
     # The pipeline imports torch (through the compiler): paid by the first job, not at start-up.
     from drtriton_lsp.engine.pipeline import optimize_target
 
-    return optimize_target(
-        job_input.text,
-        job_input.path,
-        job.target_name,
-        options=_engine_options(job_input.settings),
-        runner=LocalRunner(),
-        progress=progress,
-        cancel=job.cancel,
-    )
+    # Each job owns its runner; closing it kills a worker started ahead for a step that did not come.
+    with LocalRunner() as runner:
+        return optimize_target(
+            job_input.text,
+            job_input.path,
+            job.target_name,
+            options=_engine_options(job_input.settings),
+            runner=runner,
+            progress=progress,
+            cancel=job.cancel,
+        )
 
 
 def _verify(job: Job, job_input: JobInput, progress: Progress) -> Outcome:
     from drtriton_lsp.engine.pipeline import reverify_outcome
 
     options = _engine_options(job_input.settings)
-    return reverify_outcome(job_input.outcome, options=options, runner=LocalRunner(), progress=progress, cancel=job.cancel)
+    with LocalRunner() as runner:
+        return reverify_outcome(job_input.outcome, options=options, runner=runner, progress=progress, cancel=job.cancel)
 
 
 def _benchmark(job: Job, job_input: JobInput, progress: Progress) -> Outcome:
     from drtriton_lsp.engine.pipeline import retime_outcome
 
     options = _engine_options(job_input.settings)
-    return retime_outcome(job_input.outcome, options=options, runner=LocalRunner(), progress=progress, cancel=job.cancel)
+    with LocalRunner() as runner:
+        return retime_outcome(job_input.outcome, options=options, runner=runner, progress=progress, cancel=job.cancel)
 
 
 JOB_KINDS = {
@@ -180,7 +184,7 @@ class JobManager:
                 # Editors' status lines read the target from the title: the kind is in the message.
                 types.WorkDoneProgressBegin(title=f"drtriton: {target_name}", message=job.step, cancellable=True),
             )
-        self.server.refresh_code_lenses()
+        self.server.refresh_result_views()
         threading.Thread(target=self._run, args=(job, job_input), name=f"drtriton-job-{job.id}", daemon=True).start()
         return job
 
@@ -272,4 +276,4 @@ class JobManager:
         else:
             self.server.tell(summary)
         self.server.publish_diagnostics(job.uri)
-        self.server.refresh_code_lenses()
+        self.server.refresh_result_views()

@@ -81,7 +81,7 @@ class DrtritonLanguageServer(LanguageServer):
             self.publish_diagnostics(uri)
         if dropped or uri in self.provisional_lenses:
             self.provisional_lenses.discard(uri)
-            self.refresh_code_lenses()
+            self.refresh_result_views()
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run `work` on the event loop without waiting for it; held until done (asyncio keeps only weak
@@ -164,10 +164,12 @@ class DrtritonLanguageServer(LanguageServer):
             return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=identifier, edits=edits)])
         return types.WorkspaceEdit(changes={document.uri: edits})
 
-    def refresh_code_lenses(self) -> None:
-        """Ask the editor to request lenses again (when it supports `workspace/codeLens/refresh`)."""
+    def refresh_result_views(self) -> None:
+        """Ask the editor to request lenses and inlay hints again (where it supports their refresh requests)."""
         if self.client_supports("workspace", "code_lens", "refresh_support"):
             self.workspace_code_lens_refresh(None)
+        if self.client_supports("workspace", "inlay_hint", "refresh_support"):
+            self.workspace_inlay_hint_refresh(None)
 
 
 def client_range(document: TextDocument, lines: list[str], span: SourceSpan) -> types.Range:
@@ -207,6 +209,7 @@ def build_server() -> DrtritonLanguageServer:
         document_sync,
         generate,
         hover,
+        inlay_hints,
         show_report,
         verify_and_benchmark,
     )
@@ -217,6 +220,7 @@ def build_server() -> DrtritonLanguageServer:
         document_sync,
         code_actions,
         code_lens,
+        inlay_hints,
         hover,
         generate,
         verify_and_benchmark,

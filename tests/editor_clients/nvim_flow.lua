@@ -24,12 +24,13 @@ local function drtriton_client()
   return vim.lsp.get_clients({ bufnr = 0, name = 'drtriton' })[1]
 end
 
---- The code lenses as Neovim draws them: end-of-line virtual text, by 0-based line.
+--- The code lenses as Neovim draws them: end-of-line virtual text, by 0-based line (inlay hints are inline
+--- virtual text, read separately).
 local function lens_texts(bufnr)
   local lenses = {}
   for _, mark in ipairs(vim.api.nvim_buf_get_extmarks(bufnr, -1, 0, -1, { details = true })) do
     local details = mark[4]
-    if details.virt_text then
+    if details.virt_text and details.virt_text_pos == 'eol' then
       local text = table.concat(vim.tbl_map(function(chunk)
         return chunk[1]
       end, details.virt_text))
@@ -127,6 +128,13 @@ local function flow()
   for _, lens in ipairs(results.lenses_after_generate) do
     say(('lens on line %d: %s'):format(lens.line + 1, lens.text))
   end
+  -- inlay hints: enabled on attach by the plugin, fetched again on the server's refresh
+  wait_for('the inlay hint with the result', 15000, function()
+    return #vim.lsp.inlay_hint.get({ bufnr = bufnr }) > 0
+  end)
+  results.inlay_hints = vim.tbl_map(function(item)
+    return { line = item.inlay_hint.position.line, label = item.inlay_hint.label }
+  end, vim.lsp.inlay_hint.get({ bufnr = bufnr }))
   results.diagnostics = vim.tbl_map(function(diagnostic)
     return diagnostic.message
   end, vim.diagnostic.get(bufnr, { severity = vim.diagnostic.severity.INFO }))
@@ -156,6 +164,17 @@ local function flow()
   end)
   results.lenses_after_verify = lens_texts(bufnr)
   say('lens: ' .. lens_containing(bufnr, 're-verified').text)
+  local function hint_labels()
+    return vim.tbl_map(function(item)
+      return item.inlay_hint.label
+    end, vim.lsp.inlay_hint.get({ bufnr = bufnr }))
+  end
+  wait_for('the inlay hint with the re-verified result', 15000, function()
+    return vim.iter(hint_labels()):any(function(label)
+      return label:find('re-verified', 1, true) ~= nil
+    end)
+  end)
+  results.inlay_hints_after_verify = hint_labels()
 
   say(':DrtritonApply')
   vim.cmd('DrtritonApply')

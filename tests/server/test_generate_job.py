@@ -1,9 +1,19 @@
-"""drtriton.generate as a job: progress begin/report/end, lens, diagnostic, hover, report, apply; one job per target."""
+"""drtriton.generate as a job: progress begin/report/end, lens, inlay hint, diagnostic, hover, report, apply; one job
+per target."""
 
 from __future__ import annotations
 
 import pytest
-from lsp_helpers import change_file, code_lenses, document_edits, execute, open_file, wait_for_job_end, wait_until
+from lsp_helpers import (
+    change_file,
+    code_lenses,
+    document_edits,
+    execute,
+    inlay_hints,
+    open_file,
+    wait_for_job_end,
+    wait_until,
+)
 from lsprotocol import types
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -14,6 +24,7 @@ async def test_generate_verifies_and_apply_writes_one_versioned_edit(client, exa
     uri = open_file(client, path)
     target = {"uri": uri, "target": "ScaledActivation"}
 
+    assert await inlay_hints(client, uri) == []  # nothing to say before a result
     started = await execute(client, "drtriton.generate", target)
     assert started["status"] == "started"
     again = await execute(client, "drtriton.generate", target)
@@ -34,6 +45,12 @@ async def test_generate_verifies_and_apply_writes_one_versioned_edit(client, exa
     assert titles == ["verified · no speed measured: no GPU", "Apply verified kernel"]
     (diagnostic,) = [d for d in client.diagnostics[uri] if d.severity == types.DiagnosticSeverity.Information]
     assert diagnostic.message == end.message
+    (hint,) = await inlay_hints(client, uri)
+    header = path.read_text().splitlines()[hint.position.line]
+    assert header.startswith("class ScaledActivation") and hint.position.character == len(header)
+    assert hint.label == "drtriton: verified" and hint.tooltip.startswith("verified · no speed measured: no GPU")
+    if client.editor == "neovim":  # Neovim 0.11 takes inlay hint refreshes; VS Code 1.65 predates inlay hints
+        await wait_until(lambda: client.inlay_hint_refreshes >= 2, 5, "an inlay hint refresh")
     hover = await client.text_document_hover_async(
         types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(12, 8))
     )
@@ -55,6 +72,7 @@ async def test_generate_verifies_and_apply_writes_one_versioned_edit(client, exa
     # An edit inside the target: its result is not shown for the new text, not even before the new analysis.
     change_file(client, uri, 2, path.read_text().replace("/ 1.5", "/ 2.5"))
     assert [lens.command.title for lens in await code_lenses(client, uri)] == ["Generate Triton kernel"]
+    assert await inlay_hints(client, uri) == []
     hover = await client.text_document_hover_async(
         types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(12, 8))
     )

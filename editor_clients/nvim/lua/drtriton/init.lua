@@ -138,6 +138,17 @@ function M.refresh_code_lenses(client_id)
   end
 end
 
+--- Neovim 0.11 draws a line's inlay hints once per buffer version, so hints that change while the text does
+--- not (a job's result arriving) can stay old on screen; switching them off and on starts from a clean state.
+function M.refresh_inlay_hints(client_id)
+  for _, bufnr in ipairs(vim.lsp.get_buffers_by_client_id(client_id)) do
+    if vim.lsp.inlay_hint.is_enabled({ bufnr = bufnr }) then
+      vim.lsp.inlay_hint.enable(false, { bufnr = bufnr })
+      vim.lsp.inlay_hint.enable(true, { bufnr = bufnr })
+    end
+  end
+end
+
 --- On attach: lenses now and after each save; inlay hints where the server offers them.
 function M.on_attach(client, bufnr)
   vim.lsp.codelens.refresh({ bufnr = bufnr })
