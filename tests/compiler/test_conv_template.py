@@ -7,21 +7,19 @@ Convolutions stay in PyTorch by default; here each module is compiled with the s
 from __future__ import annotations
 
 import dataclasses
-import warnings
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.fragments import fragment_graph, search_steps, step_alternatives
 from drtriton_lsp.compiler.planner import default_schedule
 from drtriton_lsp.compiler.script import KernelLine, Schedule, ScheduleError, parse_schedule, print_schedule
 from drtriton_lsp.compiler.templates import TEMPLATES
 from drtriton_lsp.compiler.templates.base import KernelPlan
-from drtriton_lsp.engine.capture import capture_graph
-from drtriton_lsp.engine.search import SearchBudget, assemble, search_schedule
+from drtriton_lsp.engine.search import SearchBudget, search_schedule
+from schedule_helpers import capture, compile_with, schedule_choosing
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
 
@@ -38,28 +36,9 @@ def randn(*shape, dtype=torch.float32):
     return torch.randn(*shape).to(dtype)
 
 
-def capture(model: nn.Module, inputs: tuple):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return capture_graph(model.eval(), inputs)
-
-
-def compile_with(graph, schedule: str | None = None):
-    params = [graph_input.target for graph_input in graph.inputs if graph_input.kind == "user_input"]
-    return compile_graph(graph, prefix="model", forward_params=params, has_self=True, schedule=schedule)
-
-
 def conv_schedule(graph) -> str:
-    """The default schedule with the search's "conv" alternative chosen for every kept convolution,
-    assembled as a search that timed it fastest would."""
-    base = default_schedule(graph)
-    replacements: dict[int, str] = {}
-    for step in search_steps(graph, base):
-        alternatives = dict(step_alternatives(graph, step))
-        if "conv" in alternatives:
-            replacements |= {position: "" for position in step.positions}
-            replacements[step.positions[-1]] = print_schedule(Schedule(alternatives["conv"]))
-    return print_schedule(assemble(base, replacements))
+    """The default schedule with the search's "conv" alternative chosen for every kept convolution."""
+    return schedule_choosing(graph, "conv")
 
 
 @pytest.fixture

@@ -5,19 +5,17 @@ Each module is compiled with the search's "fused reduction" alternative, capture
 
 from __future__ import annotations
 
-import warnings
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.fragments import fragment_graph, search_steps, step_alternatives
 from drtriton_lsp.compiler.planner import default_schedule
 from drtriton_lsp.compiler.script import Schedule, ScheduleError, parse_schedule, print_schedule
-from drtriton_lsp.engine.capture import capture_graph
-from drtriton_lsp.engine.search import SearchBudget, assemble, search_schedule
+from drtriton_lsp.engine.search import SearchBudget, search_schedule
+from schedule_helpers import capture, compile_with, schedule_choosing
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
 
@@ -48,28 +46,9 @@ def randn(*shape, dtype=torch.float32):
     return torch.randn(*shape).to(dtype)
 
 
-def capture(model: nn.Module, inputs: tuple):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return capture_graph(model.eval(), inputs)
-
-
-def compile_with(graph, schedule: str | None = None):
-    params = [graph_input.target for graph_input in graph.inputs if graph_input.kind == "user_input"]
-    return compile_graph(graph, prefix="model", forward_params=params, has_self=True, schedule=schedule)
-
-
 def fused_schedule(graph) -> str:
-    """The default schedule with the search's "fused reduction" alternative chosen wherever it is offered,
-    assembled as a search that timed it fastest would."""
-    base = default_schedule(graph)
-    replacements: dict[int, str] = {}
-    for step in search_steps(graph, base):
-        alternatives = dict(step_alternatives(graph, step))
-        if "fused reduction" in alternatives:
-            replacements |= {position: "" for position in step.positions}
-            replacements[step.positions[-1]] = print_schedule(Schedule(alternatives["fused reduction"]))
-    return print_schedule(assemble(base, replacements))
+    """The default schedule with the search's "fused reduction" alternative chosen wherever it is offered."""
+    return schedule_choosing(graph, "fused reduction")
 
 
 @pytest.fixture

@@ -7,19 +7,17 @@ Triton's interpreter at odd other sizes, through both strategies.
 
 from __future__ import annotations
 
-import warnings
 
 import pytest
 import torch
 from torch import nn
 
-from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.fragments import fragment_graph, search_steps, step_alternatives
 from drtriton_lsp.compiler.planner import default_schedule
 from drtriton_lsp.compiler.script import KernelLine, Schedule, ScheduleError, parse_schedule, print_schedule
 from drtriton_lsp.compiler.templates import TEMPLATES
-from drtriton_lsp.engine.capture import capture_graph
-from drtriton_lsp.engine.search import SearchBudget, assemble, search_schedule
+from drtriton_lsp.engine.search import SearchBudget, search_schedule
+from schedule_helpers import capture, compile_with, schedule_choosing
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
 
@@ -95,32 +93,14 @@ def randn(*shape, dtype=torch.float32):
     return torch.randn(*shape).to(dtype)
 
 
-def capture(model: nn.Module, inputs: tuple):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return capture_graph(model.eval(), inputs)
-
-
-def compile_with(graph, schedule: str | None = None):
-    params = [graph_input.target for graph_input in graph.inputs if graph_input.kind == "user_input"]
-    return compile_graph(graph, prefix="model", forward_params=params, has_self=True, schedule=schedule)
-
-
 def row_schedule(graph, strategy: str | None = None) -> str:
     """The default schedule with the search's "row" alternative chosen wherever it is offered (its strategy
-    replaced by `strategy` if given), assembled as a search that timed it fastest would."""
-    base = default_schedule(graph)
-    replacements: dict[int, str] = {}
-    for step in search_steps(graph, base):
-        alternatives = dict(step_alternatives(graph, step))
-        if "row" in alternatives:
-            (line,) = alternatives["row"]
-            if strategy is not None:
-                line = KernelLine(line.template, line.nodes, (("strategy", strategy),) + line.params[1:])
-            replacements |= {position: "" for position in step.positions}
-            replacements[step.positions[-1]] = line.render() + "\n"
-    assert replacements, "the search offers no row kernel"
-    return print_schedule(assemble(base, replacements))
+    replaced by `strategy` if given)."""
+
+    def with_strategy(line: KernelLine) -> KernelLine:
+        return KernelLine(line.template, line.nodes, (("strategy", strategy),) + line.params[1:])
+
+    return schedule_choosing(graph, "row", None if strategy is None else with_strategy, required=True)
 
 
 @pytest.fixture
