@@ -30,6 +30,7 @@ from drtriton_lsp.compiler.templates.matmul import (
     H200_SMS,
     PRECISION,
     dot_lines,
+    products_text,
     tile_epilogue_lines,
     whole_number,
 )
@@ -306,12 +307,7 @@ class ConvKernel:
 
     def _docstring(self) -> list[str]:
         replaced = ", ".join(f"{op} ({node})" for node, op in zip(self.plan.nodes, self.plan.ops))
-        if self.dtype != "float32":
-            products = f"{self.dtype} tensor-core products"
-        elif self.plan.params["precision"] == "tf32":
-            products = "TF32 tensor-core products, about 1e-3 relative error"
-        else:
-            products = "exact float32 products"
+        products = products_text(self.dtype, self.plan.params["precision"])
         window = "x".join(str(size) for size in self.form.window)
         finishes = [step for step, present in (("adds the bias", self.bias), ("computes the epilogue", self.plan.epilogue)) if present]
         tail = ", ".join(finishes) + " in float32 and stores the tile" if finishes else "stores the tile"

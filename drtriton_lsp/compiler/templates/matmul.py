@@ -481,12 +481,7 @@ class MatmulKernel:
 
     def _docstring(self) -> list[str]:
         replaced = ", ".join(f"{op} ({node})" for node, op in zip(self.plan.nodes, self.plan.ops))
-        if self.dtype != "float32":
-            products = f"{self.dtype} tensor-core products"
-        elif self.plan.params["precision"] == "tf32":
-            products = "TF32 tensor-core products, about 1e-3 relative error"
-        else:
-            products = "exact float32 products"
+        products = products_text(self.dtype, self.plan.params["precision"])
         if self.row_rank == 1:
             rows = "M = the output dim before the last"
         else:
@@ -724,6 +719,15 @@ class MatmulKernel:
             view = scope.fresh(f"{tensor}_permuted")
             lines.append(f"{INDENT}{view} = {tensor}.permute({', '.join(str(dim) for dim in order)})")
         return view
+
+
+def products_text(dtype: str, precision: str) -> str:
+    """How a kernel's tiles are multiplied, for its docstring."""
+    if dtype != "float32":
+        return f"{dtype} tensor-core products"
+    if precision == "tf32":
+        return "TF32 tensor-core products, about 1e-3 relative error"
+    return "exact float32 products"
 
 
 def dot_lines(left_tile: str, right_tile: str, dtype: str, precision: str) -> list[str]:
