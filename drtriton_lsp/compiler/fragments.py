@@ -205,8 +205,7 @@ def _row_run(graph: OpGraph, schedule: Schedule, start: int, taken: set[int]) ->
 def _row_line(graph: OpGraph, lines: Sequence[KernelLine]) -> KernelLine:
     """The lines' ops as one row kernel with its default parameters, checked on their own fragment of
     `graph`; raises ScheduleError when it does not lower there, UnsearchableFragment as fragment_graph."""
-    order = {node.name: index for index, node in enumerate(graph.nodes)}
-    members = tuple(sorted((name for line in lines for name in line.nodes), key=order.__getitem__))
+    members = _in_graph_order(graph, [name for line in lines for name in line.nodes])
     fragment = fragment_graph(graph, members)
     row_line = default_kernel_line(fragment, ROW.name, members)
     lower_schedule(fragment, Schedule((row_line,)), "check", NameScope())
@@ -224,18 +223,10 @@ def _reduction_position(
     line = schedule.steps[line_position]
     if not TEMPLATES[line.template].reduces_output:
         return None
-    computed = set(line.nodes)
-    for node in graph.nodes:
-        if node.name in roles.implied and computed.intersection(node.input_refs()):
-            computed.add(node.name)
-    for position in range(line_position + 1, len(schedule.steps)):
-        later = schedule.steps[position]
-        members = later.nodes if isinstance(later, KernelLine) else (later.node,)
-        reads = computed.intersection(ref for member in members for ref in nodes[member].input_refs())
-        if reads:
-            break
-    else:
+    reader = _first_reader(graph, roles, nodes, schedule, line_position, line.nodes)
+    if reader is None:
         return None
+    position, later, reads = reader
     if not isinstance(later, KernelLine) or later.template != "reduce" or not reads <= set(line.nodes):
         return None
     try:
@@ -249,9 +240,30 @@ def _fused_reduction_line(
     graph: OpGraph, line: KernelLine, reduce_line: KernelLine, roles: GraphRoles | None = None
 ) -> KernelLine:
     """The two lines' ops as one kernel of the first line's template, with its default parameters for them."""
+    return default_kernel_line(graph, line.template, _in_graph_order(graph, line.nodes + reduce_line.nodes), roles)
+
+
+def _in_graph_order(graph: OpGraph, names: Sequence[str]) -> tuple[str, ...]:
     order = {node.name: index for index, node in enumerate(graph.nodes)}
-    members = tuple(sorted(line.nodes + reduce_line.nodes, key=order.__getitem__))
-    return default_kernel_line(graph, line.template, members, roles)
+    return tuple(sorted(names, key=order.__getitem__))
+
+
+def _first_reader(
+    graph: OpGraph, roles: GraphRoles, nodes: dict[str, OpNode], schedule: Schedule, position: int, values: Sequence[str]
+) -> tuple[int, KernelLine | KeepLine, set[str]] | None:
+    """The first line after `position` that reads `values` (or a view of them: views run where first needed,
+    so reading one reads the value), with its position and which of the values and views it reads."""
+    seen = set(values)
+    for node in graph.nodes:
+        if node.name in roles.implied and seen.intersection(node.input_refs()):
+            seen.add(node.name)
+    for later_position in range(position + 1, len(schedule.steps)):
+        later = schedule.steps[later_position]
+        members = later.nodes if isinstance(later, KernelLine) else (later.node,)
+        reads = seen.intersection(ref for member in members for ref in nodes[member].input_refs())
+        if reads:
+            return later_position, later, reads
+    return None
 
 
 def _epilogue_position(
@@ -262,24 +274,14 @@ def _epilogue_position(
     op with its ops lowers as one kernel. Nothing before that line reads the op, so the op can move there.
     """
     kept = schedule.steps[kept_position].node
-    # the op's value and its views (they run where first needed, so reading one reads the op)
-    viewed = {kept}
-    for node in graph.nodes:
-        if node.name in roles.implied and viewed.intersection(node.input_refs()):
-            viewed.add(node.name)
-    for position in range(kept_position + 1, len(schedule.steps)):
-        line = schedule.steps[position]
-        members = line.nodes if isinstance(line, KernelLine) else (line.node,)
-        reads = viewed.intersection(ref for member in members for ref in nodes[member].input_refs())
-        if reads:
-            break
-    else:
+    reader = _first_reader(graph, roles, nodes, schedule, kept_position, (kept,))
+    if reader is None:
         return None
+    position, line, reads = reader
     if not isinstance(line, KernelLine) or line.template != POINTWISE.name or reads != {kept}:
         return None
-    order = {node.name: index for index, node in enumerate(graph.nodes)}
     try:
-        default_kernel_line(graph, roles.roles[kept].template, tuple(sorted((kept, *members), key=order.__getitem__)), roles)
+        default_kernel_line(graph, roles.roles[kept].template, _in_graph_order(graph, (kept, *line.nodes)), roles)
     except ScheduleError:
         return None
     return position
@@ -303,8 +305,7 @@ def step_alternatives(
     fragment = fragment_graph(graph, step.nodes)
     roles = classify(fragment)
     template = roles.roles[kept.node].template
-    order = {node.name: index for index, node in enumerate(fragment.nodes)}
-    fused = default_kernel_line(fragment, template, tuple(sorted(step.nodes, key=order.__getitem__)), roles)
+    fused = default_kernel_line(fragment, template, _in_graph_order(fragment, step.nodes), roles)
     fused_variants = [(f"{template} {label}", (line,)) for label, line in _parameter_variants(fused, allow_tf32)]
     if after:
         # the pointwise line's own alternatives ("default", "pytorch", its variants), the op kept before it
