@@ -260,13 +260,11 @@ class JobManager:
             self.server.work_done_progress.report(job.token, types.WorkDoneProgressReport(message=step))
 
     def _finish(self, job: Job, state: str, result: TargetResult | None, summary: str, hint: str = "") -> None:
-        """On the event loop: record the result, end the progress, update lenses and diagnostics, tell the user."""
+        """On the event loop: record the result, tell the user, update diagnostics and lenses, then end the progress."""
         job.state = state
         job.step = summary
         if result is not None:
             self.server.results.put(result)
-        if job.has_progress:
-            self.server.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message=summary))
         if state == "failed":
             self.server.tell(f"{job.target_name}: {summary}", types.MessageType.Error)
             if hint:
@@ -277,3 +275,6 @@ class JobManager:
             self.server.tell(summary)
         self.server.publish_diagnostics(job.uri)
         self.server.refresh_result_views()
+        if job.has_progress:
+            # Last, so that a client which sees the end has already been sent the message and diagnostics.
+            self.server.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message=summary))
