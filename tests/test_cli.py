@@ -42,6 +42,9 @@ def test_every_example_is_verified_on_the_cpu_with_an_honest_report(example, exa
     assert report["correctness"]["passed"] == report["correctness"]["trials"] >= 2
     assert "@triton.jit" in report["kernel"]["source"]
     assert "verified" in finished.stderr and "no speed measured" in finished.stderr
+    stages = report["search"]["stages_s"]
+    assert list(stages) == ["extract", "capture", "generate", "verify"]  # no benchmark without a GPU
+    assert 0 < sum(stages.values()) <= report["search"]["first_verified_s"] + 0.05  # each rounded to 0.01 s
 
 
 @pytest.mark.slow

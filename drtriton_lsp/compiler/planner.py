@@ -102,7 +102,7 @@ def default_schedule(graph: OpGraph) -> Schedule:
     def default_role(node: OpNode) -> Role:
         role = roles.roles[node.name]
         # the op of a template kept by default stays a PyTorch call until a script or a search picks it
-        return None if isinstance(role, Anchored) and TEMPLATES[role.template].kept_by_default else role
+        return None if isinstance(role, Anchored) and TEMPLATES[role.template].kept_by_default(node, graph) else role
 
     steps: list[KernelLine | KeepLine] = []
     for step in partition_graph(scheduled, default_role, is_mutating, readers, roles.implied):

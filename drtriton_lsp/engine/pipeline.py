@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -85,6 +86,22 @@ class Outcome:
         return self.report["status"] == "verified"
 
 
+class StageClock:
+    """Seconds spent in each step of one job, summed per step name, for the report's `search.stages_s`:
+    where the time to the first verified kernel goes (worker start, capture, Triton compiles, trials)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str):
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + time.monotonic() - start, 2)
+
+
 def optimize_target(
     source: str,
     path: str | None,
@@ -97,6 +114,7 @@ def optimize_target(
 ) -> Outcome:
     """Run the whole job on one target. Bad input raises DrtritonError; a rejected candidate is a report."""
     started = time.monotonic()
+    clock = StageClock()
     python_path = _python_path(path)
     targets = {t.name: t for t in find_targets(source, path)}
     if target_name not in targets:
@@ -107,14 +125,16 @@ def optimize_target(
         )
     target = targets[target_name]
     progress("extracting the task")
-    task = extract_task(source, target_name, path)
+    with clock.stage("extract"):
+        task = extract_task(source, target_name, path)
 
     progress("capturing the graph (torch.export) in a worker")
     # the verification's worker starts while the capture runs; its device is a guess until capture reports the devices
-    capture = _call(
-        runner, "capture", {"task": task.to_json()}, options.capture_limits, python_path, progress, cancel,
-        prepare_next=worker_environment(likely_device(options.device)),
-    )
+    with clock.stage("capture"):
+        capture = _call(
+            runner, "capture", {"task": task.to_json()}, options.capture_limits, python_path, progress, cancel,
+            prepare_next=worker_environment(likely_device(options.device)),
+        )
     devices = capture["devices"]
     device = resolve_device(options.device, devices, path, options.device_option)
     graph = OpGraph.from_json(capture["graph"])
@@ -122,14 +142,18 @@ def optimize_target(
     versions = devices["versions"]
 
     progress("generating Triton kernels")
-    program = compile_graph(
-        graph,
-        prefix=snake_case(target_name),
-        forward_params=list(target.forward_params),
-        has_self=True,  # a function target's Task wraps it in a Model, whose forward takes self
-        schedule=options.schedule,
-    )
-    search = {"backend": "compiler", "candidates": 1 if program.kernels else 0, "verified": 0, "seconds": 0.0}
+    with clock.stage("generate"):
+        program = compile_graph(
+            graph,
+            prefix=snake_case(target_name),
+            forward_params=list(target.forward_params),
+            has_self=True,  # a function target's Task wraps it in a Model, whose forward takes self
+            schedule=options.schedule,
+        )
+    search = {
+        "backend": "compiler", "candidates": 1 if program.kernels else 0, "verified": 0, "seconds": 0.0,
+        "stages_s": clock.seconds,
+    }
     common = dict(
         file=path,
         target=target_name,
@@ -158,14 +182,16 @@ def optimize_target(
             user_input_shapes(graph),
         )
 
-    trial = _verify_and_time(task, graph, program, device, device_info, options, runner, python_path, progress, cancel)
+    trial = _verify_and_time(
+        task, graph, program, device, device_info, options, runner, python_path, progress, cancel, clock
+    )
     search["verified"] = int(trial.verdict.verified)
     if trial.verdict.verified:
         search["first_verified_s"] = round(trial.verified_at - started, 2)
     if options.search and trial.verdict.verified:
         trial = _search(
             task, graph, program, trial, device, device_info, options, runner, python_path, progress, cancel,
-            search, versions, target_name, list(target.forward_params),
+            search, versions, target_name, list(target.forward_params), clock,
         )
     search["seconds"] = round(time.monotonic() - started, 2)
     common["replaced_ops"] = list(trial.program.replaced_ops)
@@ -342,24 +368,28 @@ class _Trial:
     verified_at: float  # time.monotonic() when the verdict was known (timing comes after)
 
 
-def _verify_and_time(task, graph, program, device, device_info, options, runner, python_path, progress, cancel) -> _Trial:
+def _verify_and_time(
+    task, graph, program, device, device_info, options, runner, python_path, progress, cancel, clock: StageClock,
+    stage_prefix: str = "",
+) -> _Trial:
     candidate = build_candidate(task.source, program, candidate_header(task, program))
     benchmark_follows = device != "cpu" and options.benchmark  # when the candidate is verified
     progress(f"verifying on {device_info['kind']}")
-    verdict = verify_candidate(
-        task,
-        candidate,
-        device=device,
-        runner=runner,
-        trials=options.trials,
-        input_shapes=user_input_shapes(graph),
-        limits=options.verify_limits,
-        on_progress=progress,
-        cancel=cancel,
-        python_path=python_path,
-        tf32=program.tf32,
-        prepare_next=worker_environment(device) if benchmark_follows else None,
-    )
+    with clock.stage(f"{stage_prefix}verify"):
+        verdict = verify_candidate(
+            task,
+            candidate,
+            device=device,
+            runner=runner,
+            trials=options.trials,
+            input_shapes=user_input_shapes(graph),
+            limits=options.verify_limits,
+            on_progress=progress,
+            cancel=cancel,
+            python_path=python_path,
+            tf32=program.tf32,
+            prepare_next=worker_environment(device) if benchmark_follows else None,
+        )
     verified_at = time.monotonic()
     timing, timing_note = None, ""
     if not verdict.verified:
@@ -370,23 +400,18 @@ def _verify_and_time(task, graph, program, device, device_info, options, runner,
         timing_note = "not timed: verification only was asked for"
     else:
         progress("benchmarking eager, torch.compile and Triton on the GPU")
-        measured = _call(
-            runner,
-            "benchmark",
-            {"task": task.to_json(), "candidate": candidate},
-            options.benchmark_limits,
-            python_path,
-            progress,
-            cancel,
-            env=worker_environment(device),
-        )
+        with clock.stage(f"{stage_prefix}benchmark"):
+            measured = _call(
+                runner, "benchmark", {"task": task.to_json(), "candidate": candidate}, options.benchmark_limits,
+                python_path, progress, cancel, env=worker_environment(device),
+            )
         timing, timing_note = measured["timing"], measured["reason"]
     return _Trial(program, candidate, verdict, timing, timing_note, verified_at)
 
 
 def _search(
     task, graph, program, default, device, device_info, options, runner, python_path, progress, cancel,
-    search, versions, target_name, forward_params,
+    search, versions, target_name, forward_params, clock: StageClock,
 ) -> _Trial:
     """Search the schedule (GPU only: choosing needs timings), then keep whichever whole program,
     default or searched, is faster end to end. Updates the report's `search` entry in place."""
@@ -407,10 +432,11 @@ def _search(
             timing_limits=options.benchmark_limits, parallel=options.search_parallel,
             python_path=python_path, cancel=cancel,
         )
-        result = search_schedule(
-            graph, parse_schedule(program.schedule), name=snake_case(target_name), measure=measurer,
-            budget=options.search_budget, progress=progress, cancel=cancel,
-        )
+        with clock.stage("search"):
+            result = search_schedule(
+                graph, parse_schedule(program.schedule), name=snake_case(target_name), measure=measurer,
+                budget=options.search_budget, progress=progress, cancel=cancel,
+            )
         cache.store(key, result)
     else:
         progress("search result found in the cache")
@@ -432,7 +458,8 @@ def _search(
     )
     progress("verifying and timing the searched schedule end to end")
     searched = _verify_and_time(
-        task, graph, searched_program, device, device_info, options, runner, python_path, progress, cancel
+        task, graph, searched_program, device, device_info, options, runner, python_path, progress, cancel, clock,
+        stage_prefix="searched ",
     )
     search["verified"] += int(searched.verdict.verified)
     search["default_ms"] = default.timing["triton_ms"] if default.timing else None

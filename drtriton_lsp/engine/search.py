@@ -36,8 +36,9 @@ from drtriton_lsp.source.candidate import build_candidate
 
 # 2: kept convolutions are searched (with the pointwise kernel after them); 3: a matmul kernel is
 # searched with the reduce kernel after it (and folding it in); 4: consecutive pointwise and reduce
-# kernels over the same rows are searched together (and as one row kernel)
-SEARCH_CACHE_VERSION = 4
+# kernels over the same rows are searched together (and as one row kernel); 5: large float32 matmuls
+# are kept in cuBLAS by default (and searched as a fused matmul kernel)
+SEARCH_CACHE_VERSION = 5
 
 
 @dataclass(frozen=True)

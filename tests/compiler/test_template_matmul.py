@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from drtriton_lsp.compiler.codegen import compile_graph
-from drtriton_lsp.compiler.script import parse_schedule, print_schedule
+from drtriton_lsp.compiler.planner import default_schedule
+from drtriton_lsp.compiler.script import KeepLine, KernelLine, parse_schedule, print_schedule
 from drtriton_lsp.compiler.templates import TEMPLATES
 from drtriton_lsp.compiler.templates.base import KernelPlan
-from drtriton_lsp.engine.capture import capture_graph
+from drtriton_lsp.compiler.templates.matmul import FLOAT32_LIBRARY_FLOPS
+from tests.compiler.schedule_helpers import capture, compile_with, schedule_choosing
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
 
@@ -266,17 +266,6 @@ def test_float32_is_exact_by_default(compile_model):
     assert 'input_precision="ieee"' in program.kernel_block
 
 
-def capture(model: nn.Module, inputs: tuple):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return capture_graph(model.eval(), inputs)
-
-
-def compile_with(graph, schedule: str | None = None):
-    params = [graph_input.target for graph_input in graph.inputs if graph_input.kind == "user_input"]
-    return compile_graph(graph, prefix="model", forward_params=params, has_self=True, schedule=schedule)
-
-
 def with_parameters(schedule: str, **changes) -> str:
     """The script with the matmul kernel's parameters changed (parsed values, e.g. tile=(32, 32, 16))."""
     parsed = parse_schedule(schedule)
@@ -357,3 +346,37 @@ def test_default_parameters_follow_the_problem_size(dtype, sizes, expected):
     parameters = TEMPLATES["matmul"].default_parameters(matmul_plan(graph), graph)
     assert {name: parameters[name] for name in expected} == expected
     assert parameters["precision"] == "ieee"
+
+
+@pytest.mark.parametrize(
+    ("dtype", "sizes", "kept"),
+    [
+        (torch.float32, (512, 512, 512), True),
+        (torch.float32, (512, 512, 511), False),
+        (torch.float32, (8, 4096, 4096), True),
+        (torch.float16, (8192, 8192, 8192), False),
+        (torch.bfloat16, (8192, 8192, 8192), False),
+    ],
+    ids=["float32 at the threshold", "float32 just below", "float32, few rows", "large fp16", "large bf16"],
+)
+def test_large_float32_products_stay_in_cublas_by_default(dtype, sizes, kept):
+    assert 2 * 512**3 == FLOAT32_LIBRARY_FLOPS
+    graph = hinted_mm_graph(dtype, *sizes)
+    (line,) = default_schedule(graph).steps
+    assert isinstance(line, KeepLine if kept else KernelLine)
+
+
+def test_a_kept_float32_linear_runs_its_epilogue_in_triton_and_the_search_offers_the_fused_kernel(load_program, device):
+    model = MLPBlock(width=512, hidden=512).to(device).eval()  # 2 * 512**3 flops at the example batch of 512
+    graph = capture(model, (randn(512, 512).to(device), randn(512, 512).to(device)))
+    default = compile_with(graph)
+    assert default.kept_ops == ("aten.linear.default",)
+    assert [line.split(" ")[:2] for line in default.schedule.splitlines()] == [["keep", "linear"], ["kernel", "pointwise"]]
+    fused = compile_with(graph, schedule_choosing(graph, "matmul", required=True))
+    assert fused.kept_ops == () and len(fused.kernels) == 1 and fused.schedule.startswith("kernel matmul ")
+    x, residual = randn(7, 512).to(device), randn(7, 512).to(device)
+    with torch.no_grad():
+        expected = model(x, residual)
+        for program in (default, fused):
+            actual = getattr(load_program(program), program.forward_function)(model, x, residual)
+            torch.testing.assert_close(actual, expected, **FLOAT32)

@@ -175,9 +175,6 @@ class Template:
     parameters: tuple[ParameterSpec, ...] = ()
     # the ops it covers, in a few words: shown when a script names an unknown template
     summary: str = ""
-    # the default schedule keeps the ops it anchors in PyTorch (the library usually wins); a script
-    # line, or a search that measured it faster, chooses the template
-    kept_by_default: bool = False
     # a kernel line may end in a reduction over the output's last dim, folded on each output tile
     # (never by default: only a script line or a search that measured it chooses it)
     reduces_output: bool = False
@@ -185,6 +182,11 @@ class Template:
     def anchor(self, node: OpNode, graph: OpGraph) -> AnchorShape | None:
         """The op's kernel shape if this template computes it with PyTorch's semantics, else None."""
         return None
+
+    def kept_by_default(self, node: OpNode, graph: OpGraph) -> bool:
+        """Whether the default schedule keeps `node` (an op this template anchors) in PyTorch, where the
+        library's kernel usually wins; a script line, or a search that measured the template faster, chooses it."""
+        return False
 
     def unsupported_reason(self, node: OpNode, graph: OpGraph) -> str:
         """Why `anchor` declines `node`, for the error a script line naming this template gets ("" if

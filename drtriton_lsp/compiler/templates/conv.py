@@ -144,7 +144,6 @@ class ConvTemplate(Template):
 
     name = "conv"
     summary = "conv1d and conv2d (groups=1), with pointwise epilogues; kept in PyTorch unless a script or a search picks it"
-    kept_by_default = True
     parameters = (
         tile(
             "tile",
@@ -157,6 +156,9 @@ class ConvTemplate(Template):
         whole_number("stages", 1, 6, "K slices in flight on the GPU (software pipelining depth)"),
         PRECISION,
     )
+
+    def kept_by_default(self, node: OpNode, graph: OpGraph) -> bool:
+        return True
 
     def anchor(self, node: OpNode, graph: OpGraph) -> AnchorShape | None:
         form = conv_form(node, graph)

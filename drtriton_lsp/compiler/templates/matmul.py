@@ -54,6 +54,11 @@ REDUCTION_KERNEL_NAMES = ("row_mask", "reduced_count")
 TILE_REDUCTIONS = {("sum", None), ("sum", "mean"), ("max", None), ("min", None), ("logsumexp", None)}
 # the widest tile N: a fused reduction's rows must fit one tile
 MAX_TILE_N = 256
+# float32 products of at least this many flops stay in cuBLAS by default. Measured on an H200 (bench
+# fusion/linear_bias_relu, 137 GFLOP): our exact-float32 kernel ran at 44 % of cuBLAS's rate, so once the
+# product takes longer than a few launches, cuBLAS plus a pointwise kernel for the epilogue is faster; below
+# this (about 6 us on cuBLAS) one fused kernel saves a launch and a pass over the output
+FLOAT32_LIBRARY_FLOPS = 2**28
 
 
 def whole_number(name: str, low: int, high: int, doc: str) -> ParameterSpec:
@@ -276,7 +281,11 @@ def problem_size(node: OpNode, form: MatmulForm, graph: OpGraph) -> ProblemSize:
 
 
 class MatmulTemplate(Template):
-    """Blocked matrix products (the Triton tutorial's GEMM) with a pointwise epilogue on each output tile."""
+    """Blocked matrix products (the Triton tutorial's GEMM) with a pointwise epilogue on each output tile.
+
+    Large float32 products are kept in cuBLAS by default (see FLOAT32_LIBRARY_FLOPS); a script line or a
+    search that measured this kernel faster chooses it.
+    """
 
     name = "matmul"
     summary = "mm, bmm, addmm, linear, matmul and matmul-shaped einsum, with pointwise epilogues"
@@ -295,6 +304,12 @@ class MatmulTemplate(Template):
             return None
         # no prologue: operands are read tile by tile through their strides, many times over
         return AnchorShape(None, tuple(graph.spec_of(form.left).shape), tuple(node.spec.shape))
+
+    def kept_by_default(self, node: OpNode, graph: OpGraph) -> bool:
+        if node.spec.dtype != "float32":
+            return False
+        size = problem_size(node, matmul_form(node, graph), graph)
+        return 2 * size.batch * size.rows * size.columns * size.depth >= FLOAT32_LIBRARY_FLOPS
 
     def reduction_problem(self, plan: KernelPlan, graph: OpGraph) -> str:
         nodes = {node.name: node for node in graph.nodes}
