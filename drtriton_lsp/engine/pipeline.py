@@ -115,7 +115,7 @@ def optimize_target(
     """Run the whole job on one target. Bad input raises DrtritonError; a rejected candidate is a report."""
     started = time.monotonic()
     clock = StageClock()
-    python_path = _python_path(path)
+    python_path = worker_python_path(path)
     targets = {t.name: t for t in find_targets(source, path)}
     if target_name not in targets:
         raise DrtritonError(
@@ -241,7 +241,7 @@ def reverify_outcome(
         raise DrtritonError(refusal, "generate a kernel for the target first")
     report = outcome.report
     path = report["file"]
-    python_path = _python_path(path)
+    python_path = worker_python_path(path)
     devices = _worker_devices(runner, options, python_path, progress, cancel)
     device = resolve_device(options.device, devices, path, options.device_option)
     device_info = describe_device(device, devices)
@@ -302,7 +302,7 @@ def retime_outcome(
             f"no speed measured: {option.reads('cpu')}; {option.to_choose('cuda')} on a machine with a GPU", why_no_speed
         )
     path = report["file"]
-    python_path = _python_path(path)
+    python_path = worker_python_path(path)
     devices = _worker_devices(runner, options, python_path, progress, cancel)
     device = resolve_device(options.device, devices, path, option)
     if device == "cpu":
@@ -342,7 +342,7 @@ def _no_kernel_to(action: str, outcome: Outcome) -> str:
     return ""
 
 
-def _python_path(path: str | None) -> list[str] | None:
+def worker_python_path(path: str | None) -> list[str] | None:
     """The user's folder first on the worker's path, so the task can import its neighbours."""
     return [str(Path(path).resolve().parent)] if path else None
 

@@ -65,7 +65,7 @@ class _Worker:
     is_spare: bool = False  # started ahead of its job: its first request is `preload`
 
     @classmethod
-    def start(cls, key: EnvironmentKey, *, spare: bool = False) -> _Worker:
+    def start(cls, key: EnvironmentKey, *, spare: bool = False, preload_for: str | None = None) -> _Worker:
         python, environment = key
         process = subprocess.Popen(
             [python, "-m", "drtriton_lsp.runners.worker"],
@@ -81,7 +81,7 @@ class _Worker:
         stderr_reader.start()
         worker = cls(process, key, stderr_lines, stderr_reader, is_spare=spare)
         if spare:
-            worker.send(PRELOAD_ID, "preload", {})
+            worker.send(PRELOAD_ID, "preload", {"method": preload_for} if preload_for else {})
         return worker
 
     def send(self, request_id: int, method: str, params: dict[str, Any]) -> None:
@@ -105,14 +105,28 @@ class _SpareSlot:
         self._lock = threading.Lock()
         self._spare: _Worker | None = None
 
-    def fill(self, key: EnvironmentKey) -> None:
-        """Keep a live spare for `key`; a spare for another environment (or a dead one) is killed first."""
+    def fill(self, key: EnvironmentKey, method: str | None, on_start: Callable[[int], None] | None) -> None:
+        """Keep a live spare for `key`; a spare for another environment (or a dead one) is killed first.
+        on_start: called with a new spare's pid, under the slot's lock (so calls come in start order)."""
         with self._lock:
             if self._spare is not None and self._spare.key == key and self._spare.process.poll() is None:
                 return
             if self._spare is not None:
                 self._spare.kill()
-            self._spare = _Worker.start(key, spare=True)
+            self._spare = _Worker.start(key, spare=True, preload_for=method)
+            if on_start is not None:
+                on_start(self._spare.process.pid)
+
+    def move_to(self, other: _SpareSlot) -> None:
+        """Hand this slot's spare, if any, to `other` (killing the one `other` held)."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is None:
+            return
+        with other._lock:
+            replaced, other._spare = other._spare, spare
+        if replaced is not None:
+            replaced.kill()
 
     def take(self, key: EnvironmentKey) -> _Worker | None:
         """The spare, if it was started for `key` and is alive; one for another environment, or one that died
@@ -163,11 +177,25 @@ class LocalRunner:
         """Kill the spare worker, if any. The runner stays usable: later calls start workers as needed."""
         self._spare.empty()
 
-    def prepare(self, *, env: dict[str, str | None] | None = None, python_path: list[str] | None = None) -> None:
+    def prepare(
+        self,
+        *,
+        env: dict[str, str | None] | None = None,
+        python_path: list[str] | None = None,
+        method: str | None = None,
+        on_start: Callable[[int], None] | None = None,
+    ) -> None:
         """Start a worker now for the next `call` with this `env` and `python_path`, so that its imports (and
         its CUDA context, where its jobs use CUDA) are done when that call comes. It replaces any spare
-        for another environment: a runner keeps at most one."""
-        self._spare.fill(self._environment_key(env, python_path))
+        for another environment: a runner keeps at most one, and one already started for this environment
+        is kept. method: the job it is for, when known, so it also imports what only that job needs (see the
+        worker's `preload`). on_start: called with the pid of a worker this starts."""
+        self._spare.fill(self._environment_key(env, python_path), method, on_start)
+
+    def take_spare_from(self, other: LocalRunner) -> None:
+        """Take over `other`'s spare worker (started ahead, say, while no job was running); this runner's
+        next call for the spare's environment uses it, and closing this runner kills it if unused."""
+        other._spare.move_to(self._spare)
 
     def call(
         self,

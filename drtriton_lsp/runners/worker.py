@@ -54,13 +54,35 @@ def ceilings(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return run_ceilings(params, progress)
 
 
-def preload(_params: dict[str, Any], _progress: Progress) -> dict[str, Any]:
+def _warm_up_export() -> None:
+    """Import torch.export's tracer, which pulls in TorchDynamo (seconds: most of a capture's time on a cold
+    worker), and export a two-op module with a dynamic dim once, which settles the tracer's first-call work."""
+    import torch
+
+    class TwoOps(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x) + 1
+
+    dynamic = ({0: torch.export.Dim.AUTO},)
+    torch.export.export(TwoOps(), (torch.randn(4, 8),), dynamic_shapes=dynamic, strict=False)
+
+
+# What only one job method needs, and is worth doing ahead when the spare is known to be for it.
+METHOD_PRELOADS: dict[str, Callable[[], None]] = {"capture": _warm_up_export}
+
+
+def preload(params: dict[str, Any], _progress: Progress) -> dict[str, Any]:
     """Import what the job methods import, and create the CUDA context where this worker's jobs use CUDA: a
-    worker started ahead of its job (`LocalRunner.prepare`) pays its start-up while an earlier step runs."""
+    worker started ahead of its job (`LocalRunner.prepare`) pays its start-up while an earlier step runs.
+    params: `method`, the job the worker is for when known (see METHOD_PRELOADS)."""
     import torch
     import triton  # noqa: F401
 
     from drtriton_lsp.engine import bench, capture_job, ceilings, verify_worker  # noqa: F401
+
+    warm_up = METHOD_PRELOADS.get(params.get("method"))
+    if warm_up is not None:
+        warm_up()
 
     # TRITON_INTERPRET=1 is the CPU environment: its jobs never touch the GPU, so no context is made for them.
     cuda = os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available()

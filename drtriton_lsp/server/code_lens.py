@@ -50,6 +50,8 @@ def register(server: DrtritonLanguageServer) -> None:
                 lenses.append(_lens(where, lens_title(result), "drtriton.showReport", arguments))
                 if result.applicable:
                     lenses.append(_lens(where, "Apply verified kernel", "drtriton.apply", arguments))
+        if analysis.targets and analysis.path is not None:
+            ls.jobs.warm_worker_for(analysis.path)  # a target is on screen: its job may come next
         return lenses
 
 

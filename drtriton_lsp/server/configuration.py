@@ -23,6 +23,8 @@ def apply_settings(ls: DrtritonLanguageServer, *sources: object) -> None:
                 ls.reported_setting_problems.add(problem)
                 ls.tell(problem, types.MessageType.Warning)
     ls.settings = settings
+    if not settings.warmWorker:
+        ls.jobs.stop_warm_worker()
 
 
 async def pull_configuration(ls: DrtritonLanguageServer) -> None:
@@ -71,4 +73,5 @@ def register(server: DrtritonLanguageServer) -> None:
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: DrtritonLanguageServer, params: None) -> None:
         ls.jobs.cancel_all()
+        ls.jobs.close()
         ls.analyses.close()

@@ -1,7 +1,8 @@
 """Jobs: generate (`optimize_target`), verify and benchmark (the stored kernel again), each in its own thread.
 
 The engine starts the worker processes. A job has an id and a `$/progress` token; it is cancelled through a
-threading.Event that the runner watches. One job at a time per target, whatever its kind.
+threading.Event that the runner watches. One job at a time per target, whatever its kind. With the warmWorker
+setting, one worker is started ahead for the next job on a file whose targets are shown, and after each job.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import itertools
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -77,7 +79,7 @@ class JobKind:
     """What a kind of job does in its thread: the engine call, and the step it shows first."""
 
     first_step: str
-    run: Callable[[Job, JobInput, Progress], Outcome]
+    run: Callable[[Job, JobInput, Progress, LocalRunner], Outcome]
 
 
 def _engine_options(settings: Settings) -> OptimizeOptions:
@@ -86,37 +88,33 @@ def _engine_options(settings: Settings) -> OptimizeOptions:
     return OptimizeOptions(device=settings.device, trials=settings.trials, device_option=DEVICE_SETTING)
 
 
-def _generate(job: Job, job_input: JobInput, progress: Progress) -> Outcome:
+def _generate(job: Job, job_input: JobInput, progress: Progress, runner: LocalRunner) -> Outcome:
     # The pipeline imports torch (through the compiler): paid by the first job, not at start-up.
     from drtriton_lsp.engine.pipeline import optimize_target
 
-    # Each job owns its runner; closing it kills a worker started ahead for a step that did not come.
-    with LocalRunner() as runner:
-        return optimize_target(
-            job_input.text,
-            job_input.path,
-            job.target_name,
-            options=_engine_options(job_input.settings),
-            runner=runner,
-            progress=progress,
-            cancel=job.cancel,
-        )
+    return optimize_target(
+        job_input.text,
+        job_input.path,
+        job.target_name,
+        options=_engine_options(job_input.settings),
+        runner=runner,
+        progress=progress,
+        cancel=job.cancel,
+    )
 
 
-def _verify(job: Job, job_input: JobInput, progress: Progress) -> Outcome:
+def _verify(job: Job, job_input: JobInput, progress: Progress, runner: LocalRunner) -> Outcome:
     from drtriton_lsp.engine.pipeline import reverify_outcome
 
     options = _engine_options(job_input.settings)
-    with LocalRunner() as runner:
-        return reverify_outcome(job_input.outcome, options=options, runner=runner, progress=progress, cancel=job.cancel)
+    return reverify_outcome(job_input.outcome, options=options, runner=runner, progress=progress, cancel=job.cancel)
 
 
-def _benchmark(job: Job, job_input: JobInput, progress: Progress) -> Outcome:
+def _benchmark(job: Job, job_input: JobInput, progress: Progress, runner: LocalRunner) -> Outcome:
     from drtriton_lsp.engine.pipeline import retime_outcome
 
     options = _engine_options(job_input.settings)
-    with LocalRunner() as runner:
-        return retime_outcome(job_input.outcome, options=options, runner=runner, progress=progress, cancel=job.cancel)
+    return retime_outcome(job_input.outcome, options=options, runner=runner, progress=progress, cancel=job.cancel)
 
 
 JOB_KINDS = {
@@ -134,6 +132,41 @@ class JobManager:
         self.jobs: dict[str, Job] = {}
         self._numbers = itertools.count(1)
         self._engine_slots = threading.Semaphore(CONCURRENT_ENGINE_RUNS)
+        # The worker started ahead: every job kind's first call (capture, or the devices check) runs in an
+        # environment that depends only on the file's folder, so one spare serves whichever job comes next.
+        self._warm_runner = LocalRunner()
+        self._warm_lock = threading.Lock()  # a spare is never started after close()
+        self._warming = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drtriton-warm-worker")
+        self._closed = False
+
+    def warm_worker_for(self, path: str) -> None:
+        """In the background: have a worker started ahead for the next job on the file at `path` (if the
+        warmWorker setting is on). Returns at once; a live spare for the same folder is kept as it is."""
+        if self.server.settings.warmWorker and not self._closed:
+            self._warming.submit(self._warm, path)
+
+    def stop_warm_worker(self) -> None:
+        """Kill the worker started ahead, if any (the warmWorker setting was turned off)."""
+        with self._warm_lock:
+            self._warm_runner.close()
+
+    def close(self) -> None:
+        """Kill the worker started ahead, and start no more (the server is shutting down)."""
+        with self._warm_lock:
+            self._closed = True
+            self._warm_runner.close()
+        self._warming.shutdown(wait=False, cancel_futures=True)
+
+    def _warm(self, path: str) -> None:
+        from drtriton_lsp.engine.pipeline import worker_python_path
+
+        with self._warm_lock:
+            if self._closed or not self.server.settings.warmWorker:
+                return
+            self._warm_runner.prepare(python_path=worker_python_path(path), method="capture", on_start=self._announce_warm)
+
+    def _announce_warm(self, pid: int) -> None:
+        self.server.call_from_thread(self.server.log, f"drtriton: worker {pid} started ahead for the next job")
 
     def running_for(self, uri: str, target_name: str) -> Job | None:
         for job in self.jobs.values():
@@ -205,11 +238,16 @@ class JobManager:
                 self.server.call_from_thread(self._finish, job, "cancelled", None, "cancelled while queued")
                 return
             try:
-                outcome = JOB_KINDS[job.kind].run(
-                    job, job_input, lambda step: self.server.call_from_thread(self._report, job, step)
-                )
+                # Each job owns its runner; closing it kills a worker started ahead for a step that did not come.
+                with LocalRunner() as runner:
+                    runner.take_spare_from(self._warm_runner)
+                    outcome = JOB_KINDS[job.kind].run(
+                        job, job_input, lambda step: self.server.call_from_thread(self._report, job, step), runner
+                    )
             finally:
                 self._engine_slots.release()
+                if self.server.settings.warmWorker:
+                    self._warm(job_input.path)  # in this thread: started before the editor hears the job ended
         except Cancelled:
             self.server.call_from_thread(self._finish, job, "cancelled", None, "cancelled; the worker was stopped")
         except DrtritonError as problem:

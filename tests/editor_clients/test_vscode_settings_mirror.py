@@ -23,7 +23,7 @@ def contributed_server_settings() -> dict[str, dict]:
 
 def expected_property(definition: dataclasses.Field) -> dict:
     expected = {
-        "type": "integer" if isinstance(definition.default, int) else "string",
+        "type": {bool: "boolean", int: "integer", str: "string"}[type(definition.default)],
         "default": definition.default,
         "markdownDescription": definition.metadata["doc"],
     }

@@ -22,7 +22,7 @@ import pytest
 from drtriton_lsp.engine.task import Task
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners import protocol
-from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
+from drtriton_lsp.runners.local import PRELOAD_ID, JobFailure, JobLimits, LocalRunner
 
 
 def test_capabilities_reports_devices_and_methods():
@@ -78,6 +78,16 @@ def test_a_call_takes_the_spare_prepared_for_its_environment_and_a_spare_serves_
     assert spare.returncode == 0  # it ended after its one job
     runner.call("capabilities", {}, env=CPU_ENVIRONMENT)
     assert len(started_workers) == 2  # no spare left: the next job gets a fresh worker
+
+
+@pytest.mark.slow
+def test_a_spare_prepared_for_a_capture_warms_up_torch_export_without_an_error(started_workers):
+    runner = LocalRunner()
+    runner.prepare(env=CPU_ENVIRONMENT, method="capture")
+    (spare,) = started_workers
+    answer = protocol.read_message(spare.stdout)  # the preload's answer, which a job's call would skip
+    assert answer["id"] == PRELOAD_ID and answer["result"] == {"cuda_context": False}, answer
+    runner.close()
 
 
 @pytest.mark.slow

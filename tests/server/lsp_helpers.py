@@ -14,7 +14,8 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 EDITORS = ("visual-studio-code", "neovim")
-TEST_SETTINGS = {"device": "cpu", "trials": 2}
+# warmWorker off: a worker started ahead would import torch beside every test; test_warm_worker.py turns it on
+TEST_SETTINGS = {"device": "cpu", "trials": 2, "warmWorker": False}
 
 
 def open_file(client: LanguageClient, path: Path, text: str | None = None) -> str:
