@@ -34,9 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "worker":
+        from drtriton_lsp.runners.worker import exit_now
         from drtriton_lsp.runners.worker import main as worker_main
 
-        return worker_main()
+        exit_now(worker_main())
     console = Console(stderr=True)
     try:
         if args.command == "optimize":

@@ -23,6 +23,7 @@ from drtriton_lsp.engine.task import Task
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners import protocol
 from drtriton_lsp.runners.local import PRELOAD_ID, JobFailure, JobLimits, LocalRunner
+from drtriton_lsp.source.extract import extract_task
 
 
 def test_capabilities_reports_devices_and_methods():
@@ -88,6 +89,35 @@ def test_a_spare_prepared_for_a_capture_warms_up_torch_export_without_an_error(s
     answer = protocol.read_message(spare.stdout)  # the preload's answer, which a job's call would skip
     assert answer["id"] == PRELOAD_ID and answer["result"] == {"cuda_context": False}, answer
     runner.close()
+
+
+SPAWNS_A_CHILD = """import subprocess
+import sys
+
+import torch
+import torch.nn as nn
+
+# a process the job leaves behind, as torch.compile's compile workers are
+CHILD = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "drtriton-test-leftover-child"])
+
+
+# drtriton: inputs = [torch.randn(4, 8)]
+class Doubles(nn.Module):
+    def forward(self, x):
+        return x * 2 if CHILD.pid else x  # uses CHILD, so the task keeps the line that starts it
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_ends_the_processes_its_job_started_when_it_exits():
+    task = extract_task(SPAWNS_A_CHILD, "Doubles", None)
+    answer = LocalRunner().call("capture", {"task": task.to_json()}, env=CPU_ENVIRONMENT)
+    assert answer["graph"]["nodes"]  # the capture ran, and returned once the worker had exited
+    leftovers = [
+        process for process in psutil.process_iter(["cmdline"])
+        if "drtriton-test-leftover-child" in (process.info["cmdline"] or [])
+    ]
+    assert leftovers == []
 
 
 @pytest.mark.slow
