@@ -1,8 +1,8 @@
-"""Time to the first verified kernel, with the job's first worker started cold or ahead (the editor's warmWorker).
+"""Time to the first verified kernel, with the job's workers started cold or ahead (the editor's warmWorker).
 
-Runs `optimize_target` on each target, alternating a cold start with one whose capture worker was started
-`--ahead` seconds earlier (as the language server does when a target's lens is shown), and records each
-run's `first_verified_s` and per-step seconds (`search.stages_s`). Medians go to a Markdown table.
+Runs `optimize_target` on each target, alternating a cold start with one whose capture and verification
+workers were started `--ahead` seconds earlier (as the language server does when a target's lens is shown),
+and records each run's `first_verified_s` and per-step seconds (`search.stages_s`). Medians go to a table.
 Usage: python benchmarks/first_verified.py --device cpu --rounds 3 --out benchmarks/results
 """
 
@@ -22,8 +22,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target, worker_python_path  # noqa: E402
-from drtriton_lsp.runners.local import LocalRunner  # noqa: E402
+from drtriton_lsp.engine.devices import likely_device  # noqa: E402
+from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target  # noqa: E402
+from drtriton_lsp.engine.verify import worker_environment  # noqa: E402
+from drtriton_lsp.runners.local import LocalRunner, worker_python_path  # noqa: E402
 
 DEFAULT_TARGETS = (
     "examples/scaled_activation_chain.py:ScaledActivation",
@@ -69,7 +71,9 @@ def _run(path: str, target: str, start: str, args) -> dict:
     options = OptimizeOptions(device=args.device, trials=args.trials, benchmark=False)
     with LocalRunner() as warm, LocalRunner() as runner:
         if start == "ahead":
-            warm.prepare(python_path=worker_python_path(path), method="capture")
+            python_path = worker_python_path(path)
+            warm.prepare(python_path=python_path, method="capture")
+            warm.prepare(env=worker_environment(likely_device(args.device)), python_path=python_path)
             time.sleep(args.ahead)  # the user reads the lens, then asks
             runner.take_spare_from(warm)
         outcome = optimize_target(Path(path).read_text(), path, target, options=options, runner=runner)
@@ -85,8 +89,9 @@ def render(runs: list[dict], command: str, args) -> str:
         f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; device {args.device}",
         f"- versions: python {platform.python_version()}, {_versions()}",
         f"- date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
-        f"- method: per target, {args.rounds} rounds of a cold start then a start {args.ahead:g} s after the capture "
-        "worker was started ahead; medians of `first_verified_s` and of each step's seconds (`search.stages_s`)",
+        f"- method: per target, {args.rounds} rounds of a cold start then a start {args.ahead:g} s after the capture and "
+        "verification workers were started ahead; medians of `first_verified_s` and of each step's seconds "
+        "(`search.stages_s`)",
         "",
         "| target | start | runs | first verified s | capture s | verify s | each run's first verified s |",
         "|---|---|---|---|---|---|---|",

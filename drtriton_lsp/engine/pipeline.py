@@ -31,7 +31,7 @@ from drtriton_lsp.engine.search import SearchBudget
 from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.verify import Cancelled, verify_candidate, worker_environment
 from drtriton_lsp.errors import DrtritonError
-from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
+from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner, worker_python_path
 from drtriton_lsp.source.candidate import build_candidate
 from drtriton_lsp.source.extract import extract_task
 from drtriton_lsp.source.targets import find_targets
@@ -340,11 +340,6 @@ def _no_kernel_to(action: str, outcome: Outcome) -> str:
     if outcome.task is None or not report["kernel"]["source"]:
         return f"there is no kernel to {action} ({report['status']}: {report['message'] or 'no candidate'})"
     return ""
-
-
-def worker_python_path(path: str | None) -> list[str] | None:
-    """The user's folder first on the worker's path, so the task can import its neighbours."""
-    return [str(Path(path).resolve().parent)] if path else None
 
 
 def _worker_devices(runner, options, python_path, progress, cancel) -> dict[str, Any]:

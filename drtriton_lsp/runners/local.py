@@ -15,6 +15,7 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import psutil
@@ -98,52 +99,58 @@ class _Worker:
         self.process.wait()
 
 
-class _SpareSlot:
-    """The runner's one spare worker, shared by the threads that call the runner and by its finalizer."""
+class _Spares:
+    """The runner's spare workers, at most one per environment, shared by the threads that call the runner
+    and by its finalizer."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._spare: _Worker | None = None
+        self._spares: dict[EnvironmentKey, _Worker] = {}
 
     def fill(self, key: EnvironmentKey, method: str | None, on_start: Callable[[int], None] | None) -> None:
-        """Keep a live spare for `key`; a spare for another environment (or a dead one) is killed first.
-        on_start: called with a new spare's pid, under the slot's lock (so calls come in start order)."""
+        """Keep a live spare for `key` (one that died idle is reaped and replaced).
+        on_start: called with a new spare's pid, under the lock (so calls come in start order)."""
         with self._lock:
-            if self._spare is not None and self._spare.key == key and self._spare.process.poll() is None:
+            spare = self._spares.get(key)
+            if spare is not None and spare.process.poll() is None:
                 return
-            if self._spare is not None:
-                self._spare.kill()
-            self._spare = _Worker.start(key, spare=True, preload_for=method)
+            if spare is not None:
+                spare.kill()
+            self._spares[key] = _Worker.start(key, spare=True, preload_for=method)
             if on_start is not None:
-                on_start(self._spare.process.pid)
+                on_start(self._spares[key].process.pid)
 
-    def move_to(self, other: _SpareSlot) -> None:
-        """Hand this slot's spare, if any, to `other` (killing the one `other` held)."""
+    def move_to(self, other: _Spares) -> None:
+        """Hand every spare to `other` (killing any it held for the same environment)."""
         with self._lock:
-            spare, self._spare = self._spare, None
-        if spare is None:
-            return
-        with other._lock:
-            replaced, other._spare = other._spare, spare
-        if replaced is not None:
-            replaced.kill()
+            spares, self._spares = self._spares, {}
+        for key, spare in spares.items():
+            with other._lock:
+                replaced, other._spares[key] = other._spares.get(key), spare
+            if replaced is not None:
+                replaced.kill()
 
     def take(self, key: EnvironmentKey) -> _Worker | None:
-        """The spare, if it was started for `key` and is alive; one for another environment, or one that died
-        idle (a crash, the OOM killer), is killed or reaped and never used."""
+        """The spare started for `key`, if it is alive; one that died idle (a crash, the OOM killer) is reaped
+        and never used. Spares for other environments stay until taken or emptied."""
         with self._lock:
-            spare, self._spare = self._spare, None
-        if spare is not None and (spare.key != key or spare.process.poll() is not None):
+            spare = self._spares.pop(key, None)
+        if spare is not None and spare.process.poll() is not None:
             spare.kill()
             return None
         return spare
 
     def empty(self) -> None:
-        """Kill the spare, if there is one."""
+        """Kill every spare."""
         with self._lock:
-            spare, self._spare = self._spare, None
-        if spare is not None:
+            spares, self._spares = list(self._spares.values()), {}
+        for spare in spares:
             spare.kill()
+
+
+def worker_python_path(path: str | None) -> list[str] | None:
+    """The user's folder first on the worker's path, so the task can import its neighbours."""
+    return [str(Path(path).resolve().parent)] if path else None
 
 
 class _DiedBeforeUse(Exception):
@@ -155,17 +162,17 @@ class LocalRunner:
     """Starts workers with this interpreter; `extra_env` and `python_path` shape their environment.
 
     A spare's limits (time, memory) and cancellation apply from when its job is handed over. Close the
-    runner (or use it as a context manager) to kill a spare no job took; one left over is also killed
+    runner (or use it as a context manager) to kill the spares no job took; any left over are also killed
     when the runner is garbage-collected or the interpreter exits.
     """
 
     python: str = sys.executable
     extra_env: dict[str, str] = field(default_factory=dict)
-    _spare: _SpareSlot = field(default_factory=_SpareSlot, init=False, repr=False, compare=False)
+    _spares: _Spares = field(default_factory=_Spares, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # The finalizer holds the slot, not the runner, so it does not keep the runner alive.
-        weakref.finalize(self, self._spare.empty)
+        # The finalizer holds the spares, not the runner, so it does not keep the runner alive.
+        weakref.finalize(self, self._spares.empty)
 
     def __enter__(self) -> LocalRunner:
         return self
@@ -174,8 +181,8 @@ class LocalRunner:
         self.close()
 
     def close(self) -> None:
-        """Kill the spare worker, if any. The runner stays usable: later calls start workers as needed."""
-        self._spare.empty()
+        """Kill the spare workers, if any. The runner stays usable: later calls start workers as needed."""
+        self._spares.empty()
 
     def prepare(
         self,
@@ -186,16 +193,16 @@ class LocalRunner:
         on_start: Callable[[int], None] | None = None,
     ) -> None:
         """Start a worker now for the next `call` with this `env` and `python_path`, so that its imports (and
-        its CUDA context, where its jobs use CUDA) are done when that call comes. It replaces any spare
-        for another environment: a runner keeps at most one, and one already started for this environment
-        is kept. method: the job it is for, when known, so it also imports what only that job needs (see the
-        worker's `preload`). on_start: called with the pid of a worker this starts."""
-        self._spare.fill(self._environment_key(env, python_path), method, on_start)
+        its CUDA context, where its jobs use CUDA) are done when that call comes. A runner keeps at most one
+        spare per environment: a live one already started for this one is kept. method: the job it is for,
+        when known, so it also does what only that job needs (see the worker's `preload`). on_start: called
+        with the pid of a worker this starts."""
+        self._spares.fill(self._environment_key(env, python_path), method, on_start)
 
     def take_spare_from(self, other: LocalRunner) -> None:
-        """Take over `other`'s spare worker (started ahead, say, while no job was running); this runner's
-        next call for the spare's environment uses it, and closing this runner kills it if unused."""
-        other._spare.move_to(self._spare)
+        """Take over `other`'s spare workers (started ahead, say, while no job was running); this runner's
+        next call for a spare's environment uses it, and closing this runner kills those unused."""
+        other._spares.move_to(self._spares)
 
     def call(
         self,
@@ -216,7 +223,7 @@ class LocalRunner:
         """
         limits = limits or JobLimits()
         key = self._environment_key(env, python_path)
-        worker = self._spare.take(key) or _Worker.start(key)
+        worker = self._spares.take(key) or _Worker.start(key)
         if prepare_next is not None:
             self.prepare(env=prepare_next, python_path=python_path)
         try:

@@ -2,7 +2,7 @@
 
 The engine starts the worker processes. A job has an id and a `$/progress` token; it is cancelled through a
 threading.Event that the runner watches. One job at a time per target, whatever its kind. With the warmWorker
-setting, one worker is started ahead for the next job on a file whose targets are shown, and after each job.
+setting, workers are started ahead for the next job on a file whose targets are shown, and after each job.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from lsprotocol import types
 
+from drtriton_lsp.engine.devices import likely_device
 from drtriton_lsp.engine.report import one_line
-from drtriton_lsp.engine.verify import Cancelled
+from drtriton_lsp.engine.verify import Cancelled, worker_environment
 from drtriton_lsp.errors import DrtritonError
-from drtriton_lsp.runners.local import LocalRunner
+from drtriton_lsp.runners.local import LocalRunner, worker_python_path
 from drtriton_lsp.server.results import TargetResult
 from drtriton_lsp.server.settings import DEVICE_SETTING, Settings
 
@@ -132,38 +133,42 @@ class JobManager:
         self.jobs: dict[str, Job] = {}
         self._numbers = itertools.count(1)
         self._engine_slots = threading.Semaphore(CONCURRENT_ENGINE_RUNS)
-        # The worker started ahead: every job kind's first call (capture, or the devices check) runs in an
-        # environment that depends only on the file's folder, so one spare serves whichever job comes next.
+        # The workers started ahead: every job kind's first call (capture, or the devices check) runs in an
+        # environment that depends only on the file's folder, so one spare serves whichever job comes next;
+        # a second one, for the verification, serves a generate job's next step.
         self._warm_runner = LocalRunner()
         self._warm_lock = threading.Lock()  # a spare is never started after close()
         self._warming = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drtriton-warm-worker")
         self._closed = False
 
     def warm_worker_for(self, path: str) -> None:
-        """In the background: have a worker started ahead for the next job on the file at `path` (if the
-        warmWorker setting is on). Returns at once; a live spare for the same folder is kept as it is."""
+        """In the background: have workers started ahead for the next job on the file at `path` (if the
+        warmWorker setting is on). Returns at once; live spares for the same folder are kept as they are."""
         if self.server.settings.warmWorker and not self._closed:
             self._warming.submit(self._warm, path)
 
     def stop_warm_worker(self) -> None:
-        """Kill the worker started ahead, if any (the warmWorker setting was turned off)."""
+        """Kill the workers started ahead, if any (the warmWorker setting was turned off)."""
         with self._warm_lock:
             self._warm_runner.close()
 
     def close(self) -> None:
-        """Kill the worker started ahead, and start no more (the server is shutting down)."""
+        """Kill the workers started ahead, and start no more (the server is shutting down)."""
         with self._warm_lock:
             self._closed = True
             self._warm_runner.close()
         self._warming.shutdown(wait=False, cancel_futures=True)
 
     def _warm(self, path: str) -> None:
-        from drtriton_lsp.engine.pipeline import worker_python_path
-
+        """Workers for a generate job's first two steps: the capture, and the verification on the device the
+        setting most likely resolves to (the capture step would start that one anyway, later)."""
+        python_path = worker_python_path(path)
+        verification = worker_environment(likely_device(self.server.settings.device))
         with self._warm_lock:
             if self._closed or not self.server.settings.warmWorker:
                 return
-            self._warm_runner.prepare(python_path=worker_python_path(path), method="capture", on_start=self._announce_warm)
+            self._warm_runner.prepare(python_path=python_path, method="capture", on_start=self._announce_warm)
+            self._warm_runner.prepare(env=verification, python_path=python_path, on_start=self._announce_warm)
 
     def _announce_warm(self, pid: int) -> None:
         self.server.call_from_thread(self.server.log, f"drtriton: worker {pid} started ahead for the next job")

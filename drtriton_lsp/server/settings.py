@@ -52,10 +52,11 @@ class Settings:
     warmWorker: bool = field(
         default=True,
         metadata={
-            "doc": "Keep one worker process started ahead for the next job on a file whose targets are shown, "
-            "so the job's first step starts at once instead of after importing torch and torch.export (a "
-            "cold start of several seconds). The worker runs none of your code until a job hands it some, and "
-            "holds about 400 MB while it waits; it ends with the server. `false`: each job starts its workers.",
+            "doc": "Keep two worker processes started ahead for the next job on a file whose targets are shown "
+            "(one for its capture, one for its verification), so its steps start at once instead of after "
+            "importing torch and torch.export (a cold start of several seconds each). They run none of your "
+            "code until a job hands them some, and hold about 400 MB each while they wait (the verification's, "
+            "on a GPU, also a CUDA context); they end with the server. `false`: each job starts its workers.",
         },
     )
     writeBack: str = field(
