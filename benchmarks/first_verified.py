@@ -82,7 +82,7 @@ def _run(path: str, target: str, start: str, args) -> dict:
 
 def render(runs: list[dict], command: str, args) -> str:
     lines = [
-        "# Time to the first verified kernel: cold start against a worker started ahead",
+        "# Time to the first verified kernel: cold workers against workers started ahead",
         "",
         f"- command: `{command}`",
         f"- commit: {_git_commit()}",
