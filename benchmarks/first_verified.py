@@ -14,7 +14,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from drtriton_lsp.engine.devices import likely_device  # noqa: E402
 from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target  # noqa: E402
+from drtriton_lsp.engine.suite import git_commit  # noqa: E402
 from drtriton_lsp.engine.verify import worker_environment  # noqa: E402
 from drtriton_lsp.runners.local import LocalRunner, worker_python_path  # noqa: E402
 
@@ -85,7 +85,7 @@ def render(runs: list[dict], command: str, args) -> str:
         "# Time to the first verified kernel: cold workers against workers started ahead",
         "",
         f"- command: `{command}`",
-        f"- commit: {_git_commit()}",
+        f"- commit: {git_commit(REPO)}",
         f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; device {args.device}",
         f"- versions: python {platform.python_version()}, {_versions()}",
         f"- date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
@@ -119,13 +119,6 @@ def _versions() -> str:
     import triton
 
     return f"torch {torch.__version__}, triton {triton.__version__}"
-
-
-def _git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 if __name__ == "__main__":
