@@ -99,42 +99,49 @@ class _Worker:
         self.process.wait()
 
 
+# Where a spare is kept: its environment, and the job method it was started for (None: any job).
+SpareSlot = tuple[EnvironmentKey, "str | None"]
+
+
 class _Spares:
-    """The runner's spare workers, at most one per environment, shared by the threads that call the runner
-    and by its finalizer."""
+    """The runner's spare workers, at most one per environment and method, shared by the threads that call
+    the runner and by its finalizer. Two steps of one job may share an environment (a capture, then the
+    verification): each step needs its own worker, so each gets its own spare."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._spares: dict[EnvironmentKey, _Worker] = {}
+        self._spares: dict[SpareSlot, _Worker] = {}
 
     def fill(self, key: EnvironmentKey, method: str | None, on_start: Callable[[int], None] | None) -> None:
-        """Keep a live spare for `key` (one that died idle is reaped and replaced).
+        """Keep a live spare for `key` and `method` (one that died idle is reaped and replaced).
         on_start: called with a new spare's pid, under the lock (so calls come in start order)."""
         with self._lock:
-            spare = self._spares.get(key)
+            spare = self._spares.get((key, method))
             if spare is not None and spare.process.poll() is None:
                 return
             if spare is not None:
                 spare.kill()
-            self._spares[key] = _Worker.start(key, spare=True, preload_for=method)
+            self._spares[(key, method)] = _Worker.start(key, spare=True, preload_for=method)
             if on_start is not None:
-                on_start(self._spares[key].process.pid)
+                on_start(self._spares[(key, method)].process.pid)
 
     def move_to(self, other: _Spares) -> None:
-        """Hand every spare to `other` (killing any it held for the same environment)."""
+        """Hand every spare to `other` (killing any it held in the same slot)."""
         with self._lock:
             spares, self._spares = self._spares, {}
-        for key, spare in spares.items():
+        for slot, spare in spares.items():
             with other._lock:
-                replaced, other._spares[key] = other._spares.get(key), spare
+                replaced, other._spares[slot] = other._spares.get(slot), spare
             if replaced is not None:
                 replaced.kill()
 
-    def take(self, key: EnvironmentKey) -> _Worker | None:
-        """The spare started for `key`, if it is alive; one that died idle (a crash, the OOM killer) is reaped
-        and never used. Spares for other environments stay until taken or emptied."""
+    def take(self, key: EnvironmentKey, method: str) -> _Worker | None:
+        """A live spare for `key`: the one started for `method` if there is one, else one started for another
+        (any spare has run no job). One that died idle (a crash, the OOM killer) is reaped and never used.
+        Spares for other environments stay until taken or emptied."""
         with self._lock:
-            spare = self._spares.pop(key, None)
+            slot = (key, method) if (key, method) in self._spares else next((s for s in self._spares if s[0] == key), None)
+            spare = self._spares.pop(slot) if slot is not None else None
         if spare is not None and spare.process.poll() is not None:
             spare.kill()
             return None
@@ -194,9 +201,10 @@ class LocalRunner:
     ) -> None:
         """Start a worker now for the next `call` with this `env` and `python_path`, so that its imports (and
         its CUDA context, where its jobs use CUDA) are done when that call comes. A runner keeps at most one
-        spare per environment: a live one already started for this one is kept. method: the job it is for,
-        when known, so it also does what only that job needs (see the worker's `preload`). on_start: called
-        with the pid of a worker this starts."""
+        spare per environment and method: a live one already started for them is kept. method: the job it is
+        for, when known, so it also does what only that job needs (see the worker's `preload`); a call for
+        another method takes it when no spare was started for its own. on_start: called with the pid of a
+        worker this starts."""
         self._spares.fill(self._environment_key(env, python_path), method, on_start)
 
     def take_spare_from(self, other: LocalRunner) -> None:
@@ -223,7 +231,7 @@ class LocalRunner:
         """
         limits = limits or JobLimits()
         key = self._environment_key(env, python_path)
-        worker = self._spares.take(key) or _Worker.start(key)
+        worker = self._spares.take(key, method) or _Worker.start(key)
         if prepare_next is not None:
             self.prepare(env=prepare_next, python_path=python_path)
         try:

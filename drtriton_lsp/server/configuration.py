@@ -28,15 +28,21 @@ def apply_settings(ls: DrtritonLanguageServer, *sources: object) -> None:
 
 
 async def pull_configuration(ls: DrtritonLanguageServer) -> None:
-    """Ask the editor for the "drtriton" section (when it supports `workspace/configuration`)."""
+    """Ask the editor for the "drtriton" section (when it supports `workspace/configuration`). An answer that
+    arrives after settings were pushed (`workspace/didChangeConfiguration` with settings) is older than them,
+    and is dropped."""
     if not ls.client_supports("workspace", "configuration"):
         return
+    pushes_before = ls.settings_pushes
     try:
         answer = await ls.workspace_configuration_async(
             types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
         )
     except Exception as refusal:  # an editor without the section answers with an error: keep what we have
         ls.log(f"drtriton: workspace/configuration failed ({refusal}); keeping the current settings")
+        return
+    if ls.settings_pushes != pushes_before:
+        ls.log("drtriton: settings were pushed while workspace/configuration was asked; keeping the pushed ones")
         return
     apply_settings(ls, _section_of(ls.initialization_options), answer[0] if answer else None)
 
@@ -66,6 +72,7 @@ def register(server: DrtritonLanguageServer) -> None:
     ) -> None:
         pushed = params.settings.get(SECTION) if isinstance(params.settings, dict) else None
         if pushed is not None:
+            ls.settings_pushes += 1
             apply_settings(ls, _section_of(ls.initialization_options), pushed)
         else:
             await pull_configuration(ls)

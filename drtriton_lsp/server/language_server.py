@@ -37,6 +37,7 @@ class DrtritonLanguageServer(LanguageServer):
         self.settings = Settings()
         self.initialization_options: Any = None
         self.reported_setting_problems: set[str] = set()
+        self.settings_pushes = 0  # didChangeConfiguration notifications that carried settings
         self.reported_large_documents: set[str] = set()
         self.analyses = BackgroundAnalysis(self.open_document, self.document_analyzed)
         self.results = ResultStore()

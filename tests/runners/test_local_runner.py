@@ -121,6 +121,17 @@ def test_a_worker_ends_the_processes_its_job_started_when_it_exits():
 
 
 @pytest.mark.slow
+def test_spares_for_two_methods_in_one_environment_serve_two_calls_one_each(started_workers):
+    runner = LocalRunner()
+    runner.prepare(env=CPU_ENVIRONMENT, method="capture")
+    runner.prepare(env=CPU_ENVIRONMENT)
+    runner.prepare(env=CPU_ENVIRONMENT)  # kept: one spare per environment and method
+    for _ in range(2):
+        assert runner.call("capabilities", {}, env=CPU_ENVIRONMENT)["versions"]["torch"]
+    assert len(started_workers) == 2 and [worker.returncode for worker in started_workers] == [0, 0]
+
+
+@pytest.mark.slow
 def test_a_spare_for_another_environment_is_killed_not_used(started_workers):
     runner = LocalRunner()
     runner.prepare(env={"DRTRITON_TEST_SPARE": "a"})
