@@ -28,12 +28,10 @@ def register(server: DrtritonLanguageServer) -> None:
         ls: DrtritonLanguageServer, params: types.CodeLensParams
     ) -> list[types.CodeLens] | None:
         uri = params.text_document.uri
-        found = await ls.snapshot_of(uri)
+        found = await ls.result_view_snapshot(uri)
         if found is None:
             return None
         document, analysis = found
-        if analysis.carried_over_from is not None:
-            ls.provisional_lenses.add(uri)
         lines = document.lines
         lenses = []
         for analyzed in analysis.targets:

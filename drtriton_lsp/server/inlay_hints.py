@@ -20,12 +20,10 @@ def register(server: DrtritonLanguageServer) -> None:
         ls: DrtritonLanguageServer, params: types.InlayHintParams
     ) -> list[types.InlayHint] | None:
         uri = params.text_document.uri
-        found = await ls.snapshot_of(uri)
+        found = await ls.result_view_snapshot(uri)
         if found is None:
             return None
         document, analysis = found
-        if analysis.carried_over_from is not None:
-            ls.provisional_lenses.add(uri)  # hints are refreshed with the lenses once the new text is analyzed
         lines = document.lines
         hints = []
         for analyzed in analysis.targets:

@@ -64,6 +64,14 @@ class DrtritonLanguageServer(LanguageServer):
             if await self.analyses.current(uri) is None:
                 return None
 
+    async def result_view_snapshot(self, uri: str) -> tuple[TextDocument, DocumentAnalysis] | None:
+        """`snapshot_of`, for the views that show results (lenses, inlay hints): when the analysis was carried over
+        to newer text, the views are refreshed once the new text is analyzed (see document_analyzed)."""
+        found = await self.snapshot_of(uri)
+        if found is not None and found[1].carried_over_from is not None:
+            self.provisional_lenses.add(uri)
+        return found
+
     async def analysis_of(self, uri: str) -> tuple[TextDocument, DocumentAnalysis] | None:
         """For commands that act on the text (generate, verify, apply): the analysis of exactly the current version."""
         return await self.analyses.current(uri)
