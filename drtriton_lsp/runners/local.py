@@ -100,7 +100,7 @@ class _Worker:
 
 
 # Where a spare is kept: its environment, and the job method it was started for (None: any job).
-SpareSlot = tuple[EnvironmentKey, "str | None"]
+_SpareSlot = tuple[EnvironmentKey, str | None]
 
 
 class _Spares:
@@ -110,7 +110,7 @@ class _Spares:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._spares: dict[SpareSlot, _Worker] = {}
+        self._spares: dict[_SpareSlot, _Worker] = {}
 
     def fill(self, key: EnvironmentKey, method: str | None, on_start: Callable[[int], None] | None) -> None:
         """Keep a live spare for `key` and `method` (one that died idle is reaped and replaced).

@@ -49,7 +49,7 @@ def register(server: DrtritonLanguageServer) -> None:
                 if result.applicable:
                     lenses.append(_lens(where, "Apply verified kernel", "drtriton.apply", arguments))
         if analysis.targets and analysis.path is not None:
-            ls.jobs.warm_worker_for(analysis.path)  # a target is on screen: its job may come next
+            ls.jobs.warm_workers_for(analysis.path)  # a target is on screen: its job may come next
         return lenses
 
 

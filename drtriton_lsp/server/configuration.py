@@ -24,7 +24,7 @@ def apply_settings(ls: DrtritonLanguageServer, *sources: object) -> None:
                 ls.tell(problem, types.MessageType.Warning)
     ls.settings = settings
     if not settings.warmWorker:
-        ls.jobs.stop_warm_worker()
+        ls.jobs.stop_warm_workers()
 
 
 async def pull_configuration(ls: DrtritonLanguageServer) -> None:

@@ -141,13 +141,13 @@ class JobManager:
         self._warming = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drtriton-warm-worker")
         self._closed = False
 
-    def warm_worker_for(self, path: str) -> None:
+    def warm_workers_for(self, path: str) -> None:
         """In the background: have workers started ahead for the next job on the file at `path` (if the
         warmWorker setting is on). Returns at once; live spares for the same folder are kept as they are."""
         if self.server.settings.warmWorker and not self._closed:
             self._warming.submit(self._warm, path)
 
-    def stop_warm_worker(self) -> None:
+    def stop_warm_workers(self) -> None:
         """Kill the workers started ahead, if any (the warmWorker setting was turned off)."""
         with self._warm_lock:
             self._warm_runner.close()
@@ -251,8 +251,7 @@ class JobManager:
                     )
             finally:
                 self._engine_slots.release()
-                if self.server.settings.warmWorker:
-                    self._warm(job_input.path)  # in this thread: started before the editor hears the job ended
+                self._warm(job_input.path)  # in this thread: started before the editor hears the job ended
         except Cancelled:
             self.server.call_from_thread(self._finish, job, "cancelled", None, "cancelled; the worker was stopped")
         except DrtritonError as problem:
