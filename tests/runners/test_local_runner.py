@@ -126,6 +126,7 @@ def test_spares_for_two_methods_in_one_environment_serve_two_calls_one_each(star
     runner.prepare(env=CPU_ENVIRONMENT, method="capture")
     runner.prepare(env=CPU_ENVIRONMENT)
     runner.prepare(env=CPU_ENVIRONMENT)  # kept: one spare per environment and method
+    assert len(started_workers) == 2  # both started ahead, though they share an environment
     for _ in range(2):
         assert runner.call("capabilities", {}, env=CPU_ENVIRONMENT)["versions"]["torch"]
     assert len(started_workers) == 2 and [worker.returncode for worker in started_workers] == [0, 0]
