@@ -1,7 +1,8 @@
 """Count (or suppress) every Triton kernel launch in this process, compiled or interpreted.
 
-Patches `run` on Triton's JIT and interpreter function classes, which every `kernel[grid](...)`
-goes through; skipping launches is DRTriton's no-op test ("does the kernel matter?").
+Patches `run` on Triton's JIT and interpreter function classes, which every `kernel[grid](...)` goes through; skipping
+launches is DRTriton's no-op test ("does the kernel matter?"). With an audit, PyTorch ops inside a launch (the
+interpreter's own copies) are not the candidate's, and each launch's writes are classified (see op_audit).
 """
 
 from __future__ import annotations
@@ -9,7 +10,11 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 
+import torch
+from torch.utils._pytree import tree_flatten
 from triton.runtime.jit import JITFunction
+
+from drtriton_lsp.engine.op_audit import CandidateAudit, guard_launch
 
 try:
     from triton.runtime.interpreter import InterpretedFunction
@@ -18,11 +23,12 @@ except ImportError:  # Triton builds without the interpreter module
 
 
 class LaunchCounter:
-    """`total` and `by_kernel` count launches since the last `reset()`."""
+    """`total` and `by_kernel` count launches since the last `reset()`; `audit`, when set, watches each launch."""
 
     def __init__(self) -> None:
         self.total = 0
         self.by_kernel: Counter[str] = Counter()
+        self.audit: CandidateAudit | None = None
         self._skip = False
 
     def reset(self) -> None:
@@ -43,7 +49,7 @@ class LaunchCounter:
                 counter.by_kernel[_kernel_name(kernel)] += 1
                 if counter._skip:
                     return None
-                return original_run(kernel, *args, **kwargs)
+                return counter._launch(original_run, kernel, args, kwargs)
 
             return counting_run
 
@@ -54,6 +60,21 @@ class LaunchCounter:
         finally:
             for cls, original in originals.items():
                 cls.run = original
+
+    def _launch(self, original_run, kernel, args, kwargs):
+        audit = self.audit
+        if audit is None:
+            return original_run(kernel, *args, **kwargs)
+        tensors = [value for value in tree_flatten((args, kwargs))[0] if isinstance(value, torch.Tensor)]
+        before = guard_launch(audit)
+        after = before(tensors) if before is not None else None
+        with audit.pause():
+            result = original_run(kernel, *args, **kwargs)
+            if after is not None and tensors and tensors[0].is_cuda:
+                torch.cuda.synchronize(tensors[0].device)
+        if after is not None:
+            after(tensors)
+        return result
 
     @contextlib.contextmanager
     def skipping(self):

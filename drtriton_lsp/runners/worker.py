@@ -31,7 +31,7 @@ def capture(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
 
 
 def verify(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    from drtriton_lsp.engine.verify_worker import run_verification
+    from drtriton_lsp.engine.judge import run_verification
 
     return run_verification(params, progress)
 
@@ -78,7 +78,7 @@ def preload(params: dict[str, Any], _progress: Progress) -> dict[str, Any]:
     import torch
     import triton  # noqa: F401
 
-    from drtriton_lsp.engine import bench, capture_job, ceilings, verify_worker  # noqa: F401
+    from drtriton_lsp.engine import bench, capture_job, ceilings, judge  # noqa: F401
 
     warm_up = METHOD_PRELOADS.get(params.get("method"))
     if warm_up is not None:
