@@ -19,6 +19,7 @@ import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -103,15 +104,16 @@ class Call:
 
 
 class CandidateProcess:
-    """The candidate's process: requests answered within time limits, everything it says checked before use."""
+    """The candidate's process: requests answered within time limits, everything it says checked before use.
+    `exchange` is the private folder (mode 0700) where the judge leaves tensors for it and it leaves outputs."""
 
-    def __init__(self, exchange: Path):
-        self.exchange = exchange
+    def __init__(self) -> None:
+        self.exchange = Path(tempfile.mkdtemp(prefix="drtriton-exchange-"))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "drtriton_lsp.engine.candidate_host", str(exchange)],
+            [sys.executable, "-m", "drtriton_lsp.engine.candidate_host", str(self.exchange)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            cwd=exchange,
+            cwd=self.exchange,
             text=True,
         )
         self.messages: queue.Queue = queue.Queue()
@@ -220,6 +222,18 @@ class CandidateProcess:
             self.kill()
 
 
+_started_ahead: list[CandidateProcess] = []
+
+
+def start_candidate_process_ahead() -> None:
+    """Start the next verification's candidate process now (its torch and Triton imports take seconds; it stays
+    clean until a verification hands it its candidate), and make this process's first ATen audit cheap."""
+    if not _started_ahead:
+        _started_ahead.append(CandidateProcess())
+    with OpRecorder():  # the first dispatch mode imports TorchDynamo
+        torch.empty(1)
+
+
 def run_verification(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
     """Verify on the device named in params; on a GPU, side by side with other verifications, never during a timing."""
     if torch.device(params["device"]).type != "cuda":
@@ -240,8 +254,6 @@ class Judge:
         # every random draw (weights, inputs) is seeded from this base: another base is another set of trials
         self.seed = int(params.get("seed", 0))
         self.directory = scratch_directory()
-        self.exchange = self.directory / "exchange"
-        self.exchange.mkdir(mode=0o700)
         interpreter = os.environ.get("TRITON_INTERPRET") == "1"
         self.tally = Tally(tf32=bool(params.get("tf32", False)), interpreter=interpreter)
         self.checks: dict[str, Any] = {
@@ -254,8 +266,10 @@ class Judge:
         self.host: CandidateProcess | None = None
 
     def run(self) -> dict[str, Any]:
+        # started ahead, or now: its imports run while the reference is built
+        self.host = _started_ahead.pop() if _started_ahead else CandidateProcess()
+        self.exchange = self.host.exchange
         (self.exchange / "candidate.py").write_text(self.params["candidate"])
-        self.host = CandidateProcess(self.exchange)  # its imports run while the reference is built
         result: dict[str, Any] = {"interpreter": self.tally.interpreter, "checks": self.checks}
         try:
             self._judge()
@@ -300,22 +314,25 @@ class Judge:
         example = self._draw(1000)
         self.plan = self._shape_plan(example, reduced=self.device.type == "cpu")
         self.checks["odd_shapes"] = self.plan.odd_reason or "tried"
-        self._primary_trials()
-        self._strided_trial()
-        self._odd_trials()
-        self._variants()
+        self._primary_trials(example)
+        # one more draw serves the remaining checks: each asks a different question of the same values
+        # (drawing is most of a small trial's time on the CPU: get_inputs() draws at the task's full size)
+        extra = self._draw(1500)
+        self._strided_trial(extra)
+        self._odd_trials(extra)
+        self._variants(extra)
         self._full_size_trial(example)
-        self._no_op_trial()
+        self._no_op_trial(extra)
         self.checks["kernels_have_effect"] = True
         self.checks["reference_not_reachable"] = True
         self.checks["inputs_unchanged"] = True
         self.checks["guard_regions"] = "no write outside any buffer the candidate was given or allocated"
 
-    def _primary_trials(self) -> None:
+    def _primary_trials(self, example: list[Any]) -> None:
         previous_expected: list | None = None
         for trial in range(self.trials):
             self.progress(f"trial {trial + 1}/{self.trials} at {self.plan.describe('primary')}")
-            drawn = self._draw(1000 + trial)
+            drawn = example if trial == 0 else self._draw(1000 + trial)
             inputs = self._primary_inputs(drawn)
             if trial == 0:
                 expected = self._trial(Call(inputs), "primary", audit=True, keep=True)
@@ -342,8 +359,8 @@ class Judge:
             self.plan.primary = [_shape_of(value) for value in drawn]
             return drawn
 
-    def _strided_trial(self) -> None:
-        inputs = resize_inputs(self._draw(1500), self.plan.primary)
+    def _strided_trial(self, drawn: list[Any]) -> None:
+        inputs = resize_inputs(drawn, self.plan.primary)
         strided = Call(inputs).with_layout(_non_contiguous)
         if all(isinstance(v, torch.Tensor) and v.is_contiguous() or not isinstance(v, torch.Tensor) for v in strided.args):
             self.checks["strided_inputs"] = "not tried: no input can be laid out another way"
@@ -356,13 +373,13 @@ class Judge:
             return
         self.checks["strided_inputs"] = "tried (transposed or strided views of the inputs)"
 
-    def _odd_trials(self) -> None:
+    def _odd_trials(self, drawn: list[Any]) -> None:
         skipped: list[str] = []
         reference_on_cpu: torch.nn.Module | None = None
         for index, sizes in enumerate(self.plan.odd):
             where = self.plan.describe("odd", index)
             self.progress(f"odd-size trial {index + 1}/{len(self.plan.odd)} at {where}")
-            inputs = resize_inputs(self._draw(2000 + index), sizes)
+            inputs = resize_inputs(drawn, sizes)
             if self.device.type == "cuda" and _has_index_inputs(inputs):
                 # resized index inputs (class targets, positions) may point past a resized dim, and PyTorch's CUDA
                 # kernels then fail a device assert that ruins the process: ask the CPU first
@@ -378,11 +395,11 @@ class Judge:
         if skipped:
             self.checks["odd_shapes"] = "skipped where the reference itself cannot run: " + "; ".join(skipped)
 
-    def _variants(self) -> None:
+    def _variants(self, drawn: list[Any]) -> None:
         """Other instances (other scalar constructor values) and other calls (keywords, defaults, other scalars):
         the candidate may run its kernels or fall back to PyTorch there, but its results must match."""
         notes: list[str] = []
-        inputs = resize_inputs(self._draw(2500), self.plan.primary)
+        inputs = resize_inputs(drawn, self.plan.primary)
         for label, call in _call_variants(self.task_module.Model.forward, inputs):
             self.progress(f"trial with another call: {label}")
             try:
@@ -436,10 +453,10 @@ class Judge:
             return
         self.checks["full_size"] = "tried once at the task's own sizes"
 
-    def _no_op_trial(self) -> None:
+    def _no_op_trial(self, drawn: list[Any]) -> None:
         """DRTriton's no-op test: with every Triton launch skipped, the output must no longer match."""
         self.progress("checking that the Triton kernels matter")
-        inputs = resize_inputs(self._draw(3000), self.plan.primary)
+        inputs = resize_inputs(drawn, self.plan.primary)
         try:
             self._trial(Call(inputs), "no-op", skip_launches=True, tally=Tally(interpreter=self.tally.interpreter,
                                                                                  tf32=self.tally.tf32))

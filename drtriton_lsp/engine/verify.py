@@ -107,7 +107,7 @@ def verify_candidate(
 
     tf32: the candidate computes float32 matmuls in TF32 by request; float32 outputs then get TF32's tolerance.
     seed: the base of every random draw in the worker; verifying again with another base tries other inputs.
-    prepare_next: the worker environment of a job that follows (see `LocalRunner.call`), started meanwhile.
+    prepare_next: the worker environment of the benchmark that follows (see `LocalRunner.call`), started meanwhile.
     """
     rejection = static_rejection(candidate_source, task.source)
     if rejection is not None:
@@ -133,6 +133,7 @@ def verify_candidate(
             on_progress=on_progress,
             cancel=cancel,
             prepare_next=prepare_next,
+            prepare_next_for="benchmark",
         )
     except JobFailure as failure:
         if failure.reason == "cancelled":

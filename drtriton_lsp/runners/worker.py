@@ -67,8 +67,15 @@ def _warm_up_export() -> None:
     torch.export.export(TwoOps(), (torch.randn(4, 8),), dynamic_shapes=dynamic, strict=False)
 
 
+def _start_candidate_process() -> None:
+    """Start the verification's candidate process (a clean interpreter importing torch and Triton) ahead."""
+    from drtriton_lsp.engine.judge import start_candidate_process_ahead
+
+    start_candidate_process_ahead()
+
+
 # What only one job method needs, and is worth doing ahead when the spare is known to be for it.
-METHOD_PRELOADS: dict[str, Callable[[], None]] = {"capture": _warm_up_export}
+METHOD_PRELOADS: dict[str, Callable[[], None]] = {"capture": _warm_up_export, "verify": _start_candidate_process}
 
 
 def preload(params: dict[str, Any], _progress: Progress) -> dict[str, Any]:
