@@ -26,8 +26,13 @@ FORBIDDEN_PATHS = (
     "torch.utils.cpp_extension", "torch.multiprocessing", "torch.distributed", "torch.library", "torch.overrides",
     "torch.compile", "torch.jit", "torch.export", "torch.fx", "torch.Stream", "torch.cuda.Stream", "torch.cuda.stream",
     "torch.cuda.set_stream", "torch.cuda.ExternalStream", "torch.cuda.graph", "torch.cuda.CUDAGraph",
-    "torch.Tensor.register_hook", "triton.knobs", "triton.runtime.interpreter", "triton.runtime.jit",
-    "triton.compiler", "operator.attrgetter", "operator.methodcaller",
+    "torch.Tensor.register_hook", "torch.ops.load_library", "torch.classes", "torch.backends",
+    "torch.set_float32_matmul_precision", "torch.cuda.caching_allocator_alloc", "torch.cuda.memory",
+    "triton.knobs", "triton.runtime.interpreter", "triton.runtime.jit", "triton.compiler",
+    "operator.attrgetter", "operator.methodcaller",
+    # these evaluate annotation strings, which would run code this policy never read
+    "typing.get_type_hints", "typing.ForwardRef", "typing_extensions.get_type_hints", "typing_extensions.ForwardRef",
+    "functools.singledispatch", "functools.singledispatchmethod",
 )
 
 # Built-in names that read or change code, modules and objects by name, or reach files and the interpreter.
@@ -47,6 +52,7 @@ FORBIDDEN_ATTRIBUTES = frozenset(
         "subprocess", "sys", "tempfile", "threading", "traceback", "weakref",
         "ag_frame", "co_code", "co_consts", "cr_frame", "f_back", "f_builtins", "f_code", "f_globals", "f_locals",
         "gi_frame", "tb_frame", "tb_next",
+        "from_file", "fromfile", "tofile",
     }
 )
 
@@ -131,8 +137,8 @@ class _Checker(ast.NodeVisitor):
     def _note_exempt_imports(self, node: ast.stmt) -> None:
         for statement in ast.walk(node):
             if isinstance(statement, (ast.Import, ast.ImportFrom)):
-                for local, path in _bindings(statement):
-                    if _import_problem(path) is None:
+                for local, path, imported in _bindings(statement):
+                    if _import_problem(imported) is None:
                         self.imported[local] = path
                     else:
                         self.untouchable.add(local)
@@ -148,10 +154,10 @@ class _Checker(ast.NodeVisitor):
         self._check_imports(node)
 
     def _check_imports(self, node: ast.Import | ast.ImportFrom) -> None:
-        for local, path in _bindings(node):
-            if "drtriton_task" in path:
+        for local, path, imported in _bindings(node):
+            if "drtriton_task" in imported:
                 raise _Forbidden("calls_reference", f"the task module is imported at line {node.lineno}")
-            problem = _import_problem(path)
+            problem = _import_problem(imported)
             if problem:
                 self._forbid(node, problem)
             self.imported[local] = path
@@ -194,16 +200,16 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _check_target(self, target: ast.expr) -> None:
-        """Attributes may be set only on `self` (the module's own state): anything else patches shared objects."""
+        """Attributes may be set only directly on `self` (`self.name = ...`, the module's own state): anything else
+        could patch a shared object, including one stored on self (`self.t = torch; self.t.isclose = ...`)."""
         if isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
                 self._check_target(element)
         elif isinstance(target, ast.Starred):
             self._check_target(target.value)
         elif isinstance(target, ast.Attribute):
-            root = _root_name(target)
-            if root != "self":
-                self._forbid(target, f"assigns to the attribute {ast.unparse(target)} (only self's may be set)")
+            if not (isinstance(target.value, ast.Name) and target.value.id == "self"):
+                self._forbid(target, f"assigns to the attribute {ast.unparse(target)} (only self.name may be set)")
 
     # expressions
 
@@ -244,16 +250,17 @@ class _Checker(ast.NodeVisitor):
         return ".".join([self.imported[node.id], *reversed(parts)])
 
 
-def _bindings(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
-    """(local name, dotted path) for each name an import statement binds."""
+def _bindings(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str, str]]:
+    """(local name, dotted path it names, module path imported) for each name an import statement binds:
+    `import a.b` binds `a` to "a" but imports "a.b"."""
     if isinstance(node, ast.Import):
         return [
-            (alias.asname or alias.name.split(".")[0], alias.name if alias.asname else alias.name.split(".")[0])
+            (alias.asname or alias.name.split(".")[0], alias.name if alias.asname else alias.name.split(".")[0], alias.name)
             for alias in node.names
         ]
     if node.level:
-        return [(alias.asname or alias.name, "." + alias.name) for alias in node.names]
-    return [(alias.asname or alias.name, f"{node.module}.{alias.name}") for alias in node.names]
+        return [(alias.asname or alias.name, "." + alias.name, "." + alias.name) for alias in node.names]
+    return [(alias.asname or alias.name, f"{node.module}.{alias.name}", f"{node.module}.{alias.name}") for alias in node.names]
 
 
 def _import_problem(path: str) -> str | None:
