@@ -222,7 +222,7 @@ def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if a.dtype == torch.bool:
         return bool(torch.equal(a, b))
-    return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
+    return bool(torch.equal(a.reshape(-1).contiguous().view(torch.uint8), b.reshape(-1).contiguous().view(torch.uint8)))
 
 
 def _same_values(written: torch.Tensor, source: torch.Tensor) -> bool:

@@ -95,3 +95,11 @@ def test_a_constant_fill_is_not_a_computation():
         out = torch.empty(32)
         _launch(audit, [out], lambda: out.fill_(1.5))
     assert not audit.holds_triton_values(out)
+
+
+def test_a_launch_writing_a_zero_dimensional_result_is_classified():
+    x = torch.randn(16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        total = torch.empty(())
+        _launch(audit, [x, total], lambda: total.copy_(x.exp().sum()))
+    assert audit.holds_triton_values(total)
