@@ -211,8 +211,9 @@ def test_a_cheat_is_rejected_with_a_fitting_reason(candidate: Cheat):
 
 @pytest.mark.timeout(HANG_LIMIT_S + 30)
 def test_a_hang_is_stopped_within_a_minute():
-    """With the verifier's own limits (none given), as the editor calls it: the user waits under a minute."""
-    hang = next(c for c in CHEATS if c.name == "hang_python_spin")
+    """With the verifier's own limits (none given), as the editor calls it: the user waits under a minute.
+    The older sleeping hang on the small task_scale_relu (the spinning hangs above are timed as well)."""
+    hang = cheat("hang", "hang", "timeout", folder=OLDER, task="task_scale_relu")
     started = time.monotonic()
     verdict = verify(hang)
     elapsed = time.monotonic() - started
@@ -251,7 +252,8 @@ def test_the_cheats_misbehave_in_plain_use():
 
 
 def test_every_fixture_is_a_task_a_correct_candidate_or_a_listed_cheat():
-    """A cheat file left out of CHEATS would never be run; each states its attack in its docstring's first line."""
+    """A cheat file left out of CHEATS would never be run; each states its attack in its docstring's first line
+    and has its row (kind, defence) in the folder's README."""
     listed = {c.name for c in CHEATS}
     helpers = {"plain_use"}
     for path in sorted(ADVERSARIAL.glob("*.py")):
@@ -262,3 +264,5 @@ def test_every_fixture_is_a_task_a_correct_candidate_or_a_listed_cheat():
         docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
         assert docstring.startswith("Cheat ("), f"{path.name}: the docstring's first line should say the attack"
     assert listed <= {p.stem for p in ADVERSARIAL.glob("*.py")}
+    readme = (ADVERSARIAL / "README.md").read_text()
+    assert not [name for name in sorted(listed) if f"`{name}`" not in readme], "README.md must list every cheat"
