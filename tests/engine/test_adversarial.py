@@ -36,8 +36,8 @@ STALE = frozenset({"state_across_calls", "wrong_result"})
 
 
 @dataclass(frozen=True)
-class Cheat:
-    """A cheating candidate, the kind of attack it is, and the rejection reasons that fit it."""
+class Candidate:
+    """A candidate file, the kind of attack it is ("correct" for the good ones), and the rejection reasons that fit it."""
 
     name: str
     kind: str
@@ -55,11 +55,12 @@ class Cheat:
         return Task.from_file(self.folder / f"{self.task}.py")
 
 
-def cheat(name: str, kind: str, *reasons: str | frozenset[str], **options) -> Cheat:
+def cheat(name: str, kind: str, *reasons: str | frozenset[str], **options) -> Candidate:
+    """A cheating candidate that may be rejected for any of `reasons` (single reasons or sets of them)."""
     fitting: set[str] = set()
     for reason in reasons:
         fitting |= {reason} if isinstance(reason, str) else set(reason)
-    return Cheat(name, kind, frozenset(fitting), **options)
+    return Candidate(name, kind, frozenset(fitting), **options)
 
 
 CHEATS = [
@@ -182,23 +183,23 @@ CLEARLY_WRONG = 1e-3
 HANG_LIMIT_S = 60.0
 
 
-def verify(candidate: Cheat, device: str = "cpu"):
+def verify(candidate: Candidate, device: str = "cpu"):
     return verify_candidate(candidate.task_object(), candidate.source(), device=device, runner=LocalRunner(), trials=2)
 
 
-def cases(cheats: list[Cheat]) -> list:
+def cases(cheats: list[Candidate]) -> list:
     marks = {"hang": [pytest.mark.timeout(HANG_LIMIT_S + 30)]}
     return [pytest.param(c, id=c.name, marks=marks.get(c.kind, [])) for c in cheats]
 
 
 @pytest.mark.parametrize("name", sorted(GOOD))
 def test_a_correct_candidate_is_verified(name):
-    verdict = verify(Cheat(name, "correct", frozenset(), task=GOOD[name]))
+    verdict = verify(Candidate(name, "correct", frozenset(), task=GOOD[name]))
     assert verdict.verified, verdict.explanation
 
 
 @pytest.mark.parametrize("candidate", cases([c for c in CHEATS + OLDER_CHEATS if not c.gpu_only]))
-def test_a_cheat_is_rejected_with_a_fitting_reason(candidate: Cheat):
+def test_a_cheat_is_rejected_with_a_fitting_reason(candidate: Candidate):
     started = time.monotonic()
     verdict = verify(candidate)
     assert not verdict.verified, f"{candidate.name} ({candidate.kind}) was verified"
@@ -224,13 +225,13 @@ def test_a_hang_is_stopped_within_a_minute():
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(GOOD))
 def test_a_correct_candidate_is_verified_on_the_gpu(name):
-    verdict = verify(Cheat(name, "correct", frozenset(), task=GOOD[name]), device="cuda")
+    verdict = verify(Candidate(name, "correct", frozenset(), task=GOOD[name]), device="cuda")
     assert verdict.verified, verdict.explanation
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("candidate", cases(CHEATS + OLDER_CHEATS))
-def test_a_cheat_is_rejected_on_the_gpu(candidate: Cheat):
+def test_a_cheat_is_rejected_on_the_gpu(candidate: Candidate):
     verdict = verify(candidate, device="cuda")
     fitting = candidate.reasons | candidate.gpu_reasons
     assert not verdict.verified, f"{candidate.name} ({candidate.kind}) was verified"
