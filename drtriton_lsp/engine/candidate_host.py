@@ -48,6 +48,8 @@ class Host:
         self.placed_buffers: list[GuardedBuffer] = []
         self.kept_outputs: list[Any] = []
         self._watch_compiles()
+        # counting from start-up, before any candidate is imported: it never sees Triton unpatched
+        self.counter.install()
 
     # requests
 
@@ -71,6 +73,8 @@ class Host:
             model = self.module.ModelNew(*init).eval().to(self.device)
         except Exception as error:  # noqa: BLE001 - the candidate's constructor failed
             raise CandidateFailed("runtime_error", f"ModelNew(*init) raised {_describe(error)}") from error
+        finally:
+            torch.seed()  # from here on the candidate's RNG state is as unpredictable as in anyone's process
         try:
             model.load_state_dict(state, strict=True)
             weights = "copied from the reference"
@@ -94,7 +98,7 @@ class Host:
         keywords = dict(zip(names, placed[len(payload["args"]):]))
         pristine = [value.clone() if isinstance(value, torch.Tensor) else None for value in placed]
         audit = CandidateAudit(
-            poison_value=float(request.get("poison", float("nan"))),
+            poison_seed=int(request.get("poison_seed", 0)),
             track_triton_values=bool(request.get("audit")),
         )
         self.counter.reset()
@@ -102,7 +106,8 @@ class Host:
         started = time.monotonic()
         try:
             skipping = self.counter.skipping() if request.get("skip_launches") else contextlib.nullcontext()
-            with torch.no_grad(), self.counter.installed(), skipping:
+            autograd = torch.enable_grad() if request.get("autograd") else torch.no_grad()
+            with autograd, skipping:
                 with audit:
                     output = model(*arguments, **keywords)
                 _synchronize(self.device)

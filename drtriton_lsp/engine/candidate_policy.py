@@ -57,6 +57,21 @@ FORBIDDEN_ATTRIBUTES = frozenset(
 )
 
 
+# What a @triton.jit body may call besides Triton's own functions and other kernels: Triton tensor methods and a few
+# builtins the compiler understands. Anything else (a Python helper, torch) runs only under the CPU interpreter.
+KERNEL_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "isinstance", "print", "tuple", "abs"})
+TRITON_TENSOR_METHODS = frozenset(
+    {
+        "T", "abs", "advance", "argmax", "argmin", "associative_scan", "atomic_add", "atomic_and", "atomic_cas",
+        "atomic_max", "atomic_min", "atomic_or", "atomic_xchg", "atomic_xor", "broadcast_to", "cast", "cdiv", "ceil",
+        "cos", "cumprod", "cumsum", "erf", "exp", "exp2", "expand_dims", "flip", "floor", "gather", "histogram",
+        "item", "log", "log2", "logical_and", "logical_or", "max", "min", "permute", "ravel", "reduce", "reduce_or",
+        "reshape", "rsqrt", "sigmoid", "sin", "softmax", "sort", "split", "sqrt", "sqrt_rn", "store", "sum", "to",
+        "trans", "view", "xor_sum",
+    }
+)
+
+
 @dataclass(frozen=True)
 class PolicyViolation:
     """Why the candidate is rejected before it runs: a reason code (see verify.REJECTION_REASONS) and the detail."""
@@ -83,7 +98,12 @@ def policy_violation(
             exempt |= {ast.dump(node) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.stmt)}
         except SyntaxError:
             continue
-    checker = _Checker(exempt)
+    kernels = {
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_is_triton_jit(d) for d in node.decorator_list)
+    }
+    checker = _Checker(exempt, kernels)
     try:
         checker.visit(tree)
     except _Forbidden as forbidden:
@@ -104,8 +124,10 @@ class _Forbidden(Exception):
 class _Checker(ast.NodeVisitor):
     """Walks the candidate, skipping exempt statements; raises _Forbidden at the first violation."""
 
-    def __init__(self, exempt: set[str]):
+    def __init__(self, exempt: set[str], kernels: set[str]):
         self.exempt = exempt
+        self.kernels = kernels
+        self.in_kernel: str | None = None
         # local name -> the dotted path it was imported as ("F" -> "torch.nn.functional")
         self.imported: dict[str, str] = {}
         # names that exempt code bound to modules the candidate's own code may not use
@@ -171,6 +193,13 @@ class _Checker(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if _is_dunder(node.name) and node.name != "__init__":
             self._forbid(node, f"defines the special method {node.name} (it could change how results behave)")
+        if node.name in self.kernels and any(_is_triton_jit(d) for d in node.decorator_list):
+            outer, self.in_kernel = self.in_kernel, node.name
+            try:
+                self.generic_visit(node)
+            finally:
+                self.in_kernel = outer
+            return
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -237,7 +266,34 @@ class _Checker(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Name) and node.func.id == "type" and len(node.args) == 3:
             self._forbid(node, "creates a class with type(name, bases, namespace)")
+        if self.in_kernel is not None:
+            self._check_kernel_call(node)
         self.generic_visit(node)
+
+    def _check_kernel_call(self, node: ast.Call) -> None:
+        """A kernel body calls only Triton (tl.*, triton.*), other kernels, Triton tensor methods and a few
+        builtins: anything else is Python that only the CPU interpreter runs, never a GPU kernel."""
+        func = node.func
+        if isinstance(func, ast.Name):
+            if func.id in self.kernels or func.id in KERNEL_BUILTINS or self._is_triton(func):
+                return
+        elif isinstance(func, ast.Attribute):
+            root = func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if self._is_triton(root):
+                return
+            # a tensor method on a value (a name, a call's result, an expression), not on another module
+            if func.attr in TRITON_TENSOR_METHODS and not (isinstance(root, ast.Name) and root.id in self.imported):
+                return
+        self._forbid(
+            node,
+            f"kernel {self.in_kernel} calls {ast.unparse(func)}, which only Triton's CPU interpreter can run "
+            "(a GPU kernel calls only Triton functions and other @triton.jit kernels)",
+        )
+
+    def _is_triton(self, node: ast.expr) -> bool:
+        return isinstance(node, ast.Name) and self.imported.get(node.id, "").split(".")[0] == "triton"
 
     def _path_of(self, node: ast.expr) -> str | None:
         """The dotted path an expression names through the candidate's imports ("F.relu" -> "torch.nn.functional.relu")."""

@@ -38,8 +38,12 @@ from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
 from drtriton_lsp.engine.tolerances import tolerance_for
 
-POISON_VALUES = (float("nan"), 12345.0)
-INIT_SEED = 0
+
+def init_seed(seed: int) -> int:
+    """The seed both the reference and ModelNew are built under: large and varied, like a user's process's, so a
+    candidate cannot tell a verification from its seed."""
+    return (seed + 1) * 0x9E3779B97F4A7C15 % (1 << 62)
+
 # A call's time limit: this floor, or this multiple of the reference's own time on the same inputs, whichever is
 # larger; time spent compiling Triton kernels is not counted (the candidate's process announces it).
 TRIAL_LIMIT_FLOOR_S = {"cuda": 20.0, "cpu": 30.0}
@@ -299,13 +303,13 @@ class Judge:
     def _judge(self) -> None:
         self.progress("loading the task, and the candidate in its own process")
         self.task_module = load_task(self.task, self.directory)
-        self.reference = build_model(self.task, self.task_module, self.directory, self.seed + INIT_SEED).to(self.device)
+        self.reference = build_model(self.task, self.task_module, self.directory, init_seed(self.seed)).to(self.device)
         self.init_inputs = self.task_module.get_init_inputs() if hasattr(self.task_module, "get_init_inputs") else []
         self._save("init.pt", list(self.init_inputs))
         self._save("state.pt", _cpu_state(self.reference))
         loaded = self.host.request(
             "load",
-            {"source": "candidate.py", "init": "init.pt", "state": "state.pt", "init_seed": self.seed + INIT_SEED,
+            {"source": "candidate.py", "init": "init.pt", "state": "state.pt", "init_seed": init_seed(self.seed),
              "device": str(self.device), "precision": _precision_settings()},
             LOAD_LIMIT_S, "importing the candidate and building ModelNew",
         )
@@ -319,6 +323,10 @@ class Judge:
         # (drawing is most of a small trial's time on the CPU: get_inputs() draws at the task's full size)
         extra = self._draw(1500)
         self._strided_trial(extra)
+        self.progress("trial with autograd on")
+        # autograd on, as in a user's default mode (no input needs a gradient): the same results are due
+        self._trial(Call(resize_inputs(extra, self.plan.primary)), "autograd on", autograd=True)
+        self.checks["autograd_on"] = "tried once"
         self._odd_trials(extra)
         self._variants(extra)
         self._full_size_trial(example)
@@ -410,7 +418,7 @@ class Judge:
         for number, (label, init) in enumerate(_init_variants(self.init_inputs), start=1):
             name = f"variant{number}"
             try:
-                torch.manual_seed(self.seed + INIT_SEED)
+                torch.manual_seed(init_seed(self.seed))
                 reference = self.task_module.Model(*init).eval().to(self.device)
                 self._reference_outputs(Call(inputs), reference)
             except Exception as error:  # noqa: BLE001 - the task does not accept these values: nothing to compare
@@ -421,7 +429,7 @@ class Judge:
             self._save(f"{name}-state.pt", _cpu_state(reference))
             self.host.request(
                 "instance",
-                {"name": name, "init": f"{name}-init.pt", "state": f"{name}-state.pt", "init_seed": self.seed + INIT_SEED},
+                {"name": name, "init": f"{name}-init.pt", "state": f"{name}-state.pt", "init_seed": init_seed(self.seed)},
                 LOAD_LIMIT_S, f"building ModelNew({label})",
             )
             self._trial(Call(inputs), f"instance: {label}", mismatch="wrong_for_other_instance", must_launch=False,
@@ -481,6 +489,7 @@ class Judge:
         recheck: list | None = None,
         previous: list | None = None,
         skip_launches: bool = False,
+        autograd: bool = False,
         must_launch: bool = True,
         instance: str = "primary",
         reference: torch.nn.Module | None = None,
@@ -498,7 +507,7 @@ class Judge:
         request = {
             "instance": instance, "inputs": "inputs.pt", "outputs": "outputs.pt", "audit": audit, "keep": keep,
             "reuse_buffers": reuse_buffers, "recheck": "recheck.pt" if recheck is not None else None,
-            "skip_launches": skip_launches, "poison": POISON_VALUES[self.calls % 2],
+            "skip_launches": skip_launches, "autograd": autograd, "poison_seed": self.seed * 7919 + self.calls,
         }
         limit = limit_s or max(self.floor_s, REFERENCE_TIME_FACTOR * reference_s)
         answer = _checked_call_answer(self.host.request("call", request, limit, f"{label} trial"))

@@ -111,12 +111,18 @@ def guarded_buffer(
     return base.as_strided(shape, stride, guard)
 
 
-def poison(tensor: torch.Tensor, value: float) -> None:
-    """Fill a fresh buffer the way no correct kernel would leave an output: NaN or a large sentinel value."""
-    if tensor.is_floating_point() or tensor.is_complex():
-        tensor.fill_(value)
-    elif tensor.dtype != torch.bool:
-        tensor.fill_(int(value) if value == value else -12345)
+def poison(tensor: torch.Tensor, generator: torch.Generator) -> None:
+    """Fill a fresh buffer with random values no correct kernel would leave in an output, drawn from the audit's own
+    generator (the candidate's RNG state is untouched), and plausible as leftover memory (no NaN or marker value
+    a candidate could test for to learn that it is being verified)."""
+    if tensor.is_floating_point():
+        tensor.normal_(0.0, 100.0, generator=generator)
+    elif tensor.is_complex() or tensor.numel() == 0:
+        tensor.zero_()
+    elif tensor.dtype == torch.bool:
+        tensor.copy_(torch.randint(0, 2, tensor.shape, generator=generator, device=tensor.device).bool())
+    else:
+        tensor.copy_(torch.randint(-1000, 1000, tensor.shape, generator=generator, device=tensor.device))
 
 
 @dataclass
@@ -124,18 +130,25 @@ class CandidateAudit(OpRecorder):
     """What the candidate's forward did, recorded from its process's dispatcher.
 
     - compute_ops: the PyTorch compute ops it ran outside Triton launches;
-    - every buffer allocated by a factory is guarded (see GuardedBuffer) and, when unfilled, poisoned;
+    - every buffer allocated by a factory is guarded (see GuardedBuffer) and, when unfilled, poisoned (see poison);
     - made_by_triton: storages (by data pointer) whose values a Triton launch computed, carried through PyTorch ops
       that read them; a launch that only copies values it read carries its sources' state instead.
     """
 
-    poison_value: float = float("nan")
+    poison_seed: int = 0
     track_triton_values: bool = False
     buffers: list[GuardedBuffer] = field(default_factory=list, repr=False)
     made_by_triton: dict[int, bool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         OpRecorder.__init__(self)
+        self._generators: dict[torch.device, torch.Generator] = {}
+
+    def _generator(self, device: torch.device) -> torch.Generator:
+        if device not in self._generators:
+            self._generators[device] = torch.Generator(device=device)
+            self._generators[device].manual_seed(self.poison_seed)
+        return self._generators[device]
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -150,7 +163,7 @@ class CandidateAudit(OpRecorder):
                     f"{packet} {list(made.shape)} {made.dtype}", self.buffers,
                 )
                 if packet in UNFILLED_FACTORIES:
-                    poison(guarded, self.poison_value)
+                    poison(guarded, self._generator(guarded.device))
                 else:
                     guarded.copy_(made)
                 del made

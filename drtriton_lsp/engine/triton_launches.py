@@ -8,7 +8,9 @@ interpreter's own copies) are not the candidate's, and each launch's writes are 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter
+from typing import Callable
 
 import torch
 from torch.utils._pytree import tree_flatten
@@ -35,14 +37,16 @@ class LaunchCounter:
         self.total = 0
         self.by_kernel = Counter()
 
-    @contextlib.contextmanager
-    def installed(self):
+    def install(self) -> Callable[[], None]:
+        """Route every launch through this counter from now on; returns the function that undoes it. The wrappers
+        carry the originals' names, so the classes look unchanged to code that prints them."""
         classes = [cls for cls in (JITFunction, InterpretedFunction) if cls is not None]
         originals = {cls: cls.run for cls in classes}
         counter = self
 
         def make_counting_run(original_run):
-            def counting_run(kernel, *args, **kwargs):
+            @functools.wraps(original_run)
+            def run(kernel, *args, **kwargs):
                 if kwargs.get("warmup"):
                     return original_run(kernel, *args, **kwargs)
                 counter.total += 1
@@ -51,15 +55,24 @@ class LaunchCounter:
                     return None
                 return counter._launch(original_run, kernel, args, kwargs)
 
-            return counting_run
+            return run
 
         for cls in classes:
             cls.run = make_counting_run(originals[cls])
+
+        def uninstall() -> None:
+            for cls, original in originals.items():
+                cls.run = original
+
+        return uninstall
+
+    @contextlib.contextmanager
+    def installed(self):
+        uninstall = self.install()
         try:
             yield self
         finally:
-            for cls, original in originals.items():
-                cls.run = original
+            uninstall()
 
     def _launch(self, original_run, kernel, args, kwargs):
         audit = self.audit

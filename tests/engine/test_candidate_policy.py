@@ -122,3 +122,31 @@ def test_a_candidate_without_kernel_or_model_new_is_named():
     assert policy_violation("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n").reason == "no_triton_kernel"
     assert policy_violation("import triton\n@triton.jit\ndef k():\n    pass\n").reason == "no_model_new"
     assert policy_violation("def broken(:\n").reason == "import_error"
+
+
+@pytest.mark.parametrize(
+    ("line", "called"),
+    [
+        ("    y = helper(tl.load(x_ptr + offsets))", "helper"),
+        ("    y = torch.relu(tl.load(x_ptr + offsets))", "torch.relu"),
+    ],
+)
+def test_a_kernel_calls_only_triton_and_other_kernels(line, called):
+    source = candidate(
+        header=f"def helper(v):\n    return v\n\n@triton.jit\ndef inner(x_ptr, offsets):\n{line}\n    tl.store(x_ptr + offsets, y)\n"
+    )
+    violation = policy_violation(source)
+    assert violation is not None and f"kernel inner calls {called}" in violation.detail
+
+
+def test_kernel_bodies_may_call_triton_tensor_methods_and_other_kernels():
+    source = candidate(
+        header=(
+            "@triton.jit\ndef twice(v):\n    return v * 2\n\n"
+            "@triton.jit\ndef inner(x_ptr, n, BLOCK: tl.constexpr):\n"
+            "    offsets = tl.arange(0, BLOCK).to(tl.int64)\n"
+            "    y = twice(tl.load(x_ptr + offsets, mask=offsets < n).to(tl.float32))\n"
+            "    tl.store(x_ptr + offsets, tl.maximum(y.sum(axis=0), 0.0), mask=offsets < min(n, BLOCK))\n"
+        )
+    )
+    assert policy_violation(source) is None
