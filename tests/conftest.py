@@ -8,8 +8,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Iterator
 
+import psutil
 import pytest
+
+from tests.process_trees import kill_with_descendants
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -55,3 +59,12 @@ def started_workers(monkeypatch) -> list[subprocess.Popen]:
 
     monkeypatch.setattr(subprocess, "Popen", recording_popen)
     return started
+
+
+@pytest.fixture
+def kill_at_end() -> Iterator[set[psutil.Process]]:
+    """The processes a test adds here are killed at its end with everything below them, whatever its outcome:
+    a test that kills a caller to see what it leaves running must leave nothing running itself."""
+    processes: set[psutil.Process] = set()
+    yield processes
+    kill_with_descendants(processes)

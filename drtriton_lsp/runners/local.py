@@ -21,7 +21,7 @@ from typing import Any, Callable
 import psutil
 
 from drtriton_lsp.errors import DrtritonError, WorkerError
-from drtriton_lsp.runners import protocol
+from drtriton_lsp.runners import lifetime, protocol
 
 DEFAULT_MEMORY_LIMIT_BYTES = 8 * 1024**3
 WATCH_INTERVAL_S = 0.1
@@ -68,14 +68,15 @@ class _Worker:
     @classmethod
     def start(cls, key: EnvironmentKey, *, spare: bool = False, preload_for: str | None = None) -> _Worker:
         python, environment = key
-        process = subprocess.Popen(
+        # In its own process group (a kill takes every child with it), and tied to this process: it ends when
+        # this process ends, however that happens (see runners.lifetime).
+        process = lifetime.start_child(
             [python, "-m", "drtriton_lsp.runners.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=dict(environment),
-            start_new_session=True,  # its own process group: a kill takes every child with it
         )
         stderr_lines: deque[str] = deque(maxlen=STDERR_LINES_KEPT)
         stderr_reader = threading.Thread(target=_drain, args=(process.stderr, stderr_lines), daemon=True)
