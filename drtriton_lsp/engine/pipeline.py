@@ -133,7 +133,7 @@ def optimize_target(
     with clock.stage("capture"):
         capture = _call(
             runner, "capture", {"task": task.to_json()}, options.capture_limits, python_path, progress, cancel,
-            prepare_next=worker_environment(likely_device(options.device)),
+            prepare_next=worker_environment(likely_device(options.device)), prepare_next_for="verify",
         )
     devices = capture["devices"]
     device = resolve_device(options.device, devices, path, options.device_option)
@@ -194,8 +194,7 @@ def optimize_target(
             search, versions, target_name, list(target.forward_params), clock,
         )
     search["seconds"] = round(time.monotonic() - started, 2)
-    common["replaced_ops"] = list(trial.program.replaced_ops)
-    common["kept_ops"] = list(trial.program.kept_ops)
+    common["replaced_ops"], common["kept_ops"] = ops_of(trial.verdict, trial.program.replaced_ops, trial.program.kept_ops)
     report = build_report(
         status="verified" if trial.verdict.verified else "failed",
         verdict=trial.verdict,
@@ -268,8 +267,11 @@ def reverify_outcome(
         timing, timing_note = None, INTERPRETER_NOTE
     elif timing is None or device_info != report["device"]:
         timing, timing_note = None, f"not timed on {device_info['name']} yet: benchmark it"
+    replaced, kept = ops_of(verdict, report["replaced_ops"], report["kept_ops"])
     revised = revised_report(
         report,
+        replaced_ops=replaced,
+        kept_ops=kept,
         status="verified" if verdict.verified else "failed",
         message="" if verdict.verified else verdict.explanation,
         device=device_info,
@@ -469,6 +471,14 @@ def _search(
     return searched if faster else default
 
 
+def ops_of(verdict, planned_replaced, planned_kept) -> tuple[list[str], list[str]]:
+    """(replaced, kept) ops for the report: from the verifier's ATen audit of what ran when the candidate ran that
+    far, else the plan (a candidate rejected before it ran)."""
+    if verdict.replaced_ops is not None and verdict.kept_ops is not None:
+        return list(verdict.replaced_ops), list(verdict.kept_ops)
+    return list(planned_replaced), list(planned_kept)
+
+
 def user_input_shapes(graph: OpGraph) -> dict[str, Any]:
     """The exported (symbolic) shapes of the tensor inputs, so verification can plan odd sizes."""
     user_inputs = [g for g in graph.inputs if g.kind == "user_input"]
@@ -528,11 +538,13 @@ def snake_case(name: str) -> str:
     return "".join(out).strip("_")
 
 
-def _call(runner, method, params, limits, python_path, progress, cancel, env=None, prepare_next=None) -> Any:
+def _call(
+    runner, method, params, limits, python_path, progress, cancel, env=None, prepare_next=None, prepare_next_for=None
+) -> Any:
     try:
         return runner.call(
             method, params, limits=limits, env=env, python_path=python_path, on_progress=progress, cancel=cancel,
-            prepare_next=prepare_next,
+            prepare_next=prepare_next, prepare_next_for=prepare_next_for,
         )
     except JobFailure as failure:
         if failure.reason == "cancelled":

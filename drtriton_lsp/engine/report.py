@@ -153,7 +153,12 @@ def to_markdown(report: dict[str, Any]) -> str:
             ("tolerance", tolerance or "-"),
             ("input shapes", "; ".join(f"{shape} (x{count})" for shape, count in shapes.items()) or "-"),
             ("Triton interpreter", "yes (CPU, reduced sizes)" if correctness["interpreter"] else "no"),
-            ("checks", ", ".join(f"{name}: {value}" for name, value in correctness["checks"].items() if name != "kernels_launched")),
+        ]
+        # one row per check; the ATen audit is the replaced/kept rows below, the launches per kernel are in the JSON
+        rows += [
+            (f"check: {name}", "; ".join(map(str, value)) if isinstance(value, list) else str(value))
+            for name, value in correctness["checks"].items()
+            if name not in ("kernels_launched", "aten_audit")
         ]
         if correctness.get("previous_run"):
             rows.append(("re-verified", _re_verified(correctness)))
@@ -182,6 +187,8 @@ def to_markdown(report: dict[str, Any]) -> str:
         ("replaced ops (Triton)", _ops(report["replaced_ops"])),
         ("kept ops (PyTorch)", _ops(report["kept_ops"])),
     ]
+    if correctness and "aten_audit" in correctness["checks"]:
+        rows.append(("ops from", "the ATen audit of the verified run (what ran, not what was planned)"))
     lines += ["| | |", "|---|---|"] + [f"| {name} | {value.replace('|', '/')} |" for name, value in rows]
     if report["kernel"].get("schedule"):
         lines += ["", "Schedule:", "", "```", report["kernel"]["schedule"].rstrip(), "```"]

@@ -1,15 +1,22 @@
 """Count (or suppress) every Triton kernel launch in this process, compiled or interpreted.
 
-Patches `run` on Triton's JIT and interpreter function classes, which every `kernel[grid](...)`
-goes through; skipping launches is DRTriton's no-op test ("does the kernel matter?").
+Patches `run` on Triton's JIT and interpreter function classes, which every `kernel[grid](...)` goes through; skipping
+launches is DRTriton's no-op test ("does the kernel matter?"). With an audit, PyTorch ops inside a launch (the
+interpreter's own copies) are not the candidate's, and each launch's writes are classified (see op_audit).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter
+from typing import Callable
 
+import torch
+from torch.utils._pytree import tree_flatten
 from triton.runtime.jit import JITFunction
+
+from drtriton_lsp.engine.op_audit import CandidateAudit, guard_launch
 
 try:
     from triton.runtime.interpreter import InterpretedFunction
@@ -18,42 +25,69 @@ except ImportError:  # Triton builds without the interpreter module
 
 
 class LaunchCounter:
-    """`total` and `by_kernel` count launches since the last `reset()`."""
+    """`total` and `by_kernel` count launches since the last `reset()`; `audit`, when set, watches each launch."""
 
     def __init__(self) -> None:
         self.total = 0
         self.by_kernel: Counter[str] = Counter()
+        self.audit: CandidateAudit | None = None
         self._skip = False
 
     def reset(self) -> None:
         self.total = 0
         self.by_kernel = Counter()
 
-    @contextlib.contextmanager
-    def installed(self):
+    def install(self) -> Callable[[], None]:
+        """Route every launch through this counter from now on; returns the function that undoes it. The wrappers
+        carry the originals' names, so the classes look unchanged to code that prints them."""
         classes = [cls for cls in (JITFunction, InterpretedFunction) if cls is not None]
         originals = {cls: cls.run for cls in classes}
         counter = self
 
         def make_counting_run(original_run):
-            def counting_run(kernel, *args, **kwargs):
+            @functools.wraps(original_run)
+            def run(kernel, *args, **kwargs):
                 if kwargs.get("warmup"):
                     return original_run(kernel, *args, **kwargs)
                 counter.total += 1
                 counter.by_kernel[_kernel_name(kernel)] += 1
                 if counter._skip:
                     return None
-                return original_run(kernel, *args, **kwargs)
+                return counter._launch(original_run, kernel, args, kwargs)
 
-            return counting_run
+            return run
 
         for cls in classes:
             cls.run = make_counting_run(originals[cls])
+
+        def uninstall() -> None:
+            for cls, original in originals.items():
+                cls.run = original
+
+        return uninstall
+
+    @contextlib.contextmanager
+    def installed(self):
+        uninstall = self.install()
         try:
             yield self
         finally:
-            for cls, original in originals.items():
-                cls.run = original
+            uninstall()
+
+    def _launch(self, original_run, kernel, args, kwargs):
+        audit = self.audit
+        if audit is None:
+            return original_run(kernel, *args, **kwargs)
+        tensors = [value for value in tree_flatten((args, kwargs))[0] if isinstance(value, torch.Tensor)]
+        before = guard_launch(audit)
+        after = before(tensors) if before is not None else None
+        with audit.pause():
+            result = original_run(kernel, *args, **kwargs)
+            if after is not None and tensors and tensors[0].is_cuda:
+                torch.cuda.synchronize(tensors[0].device)
+        if after is not None:
+            after(tensors)
+        return result
 
     @contextlib.contextmanager
     def skipping(self):

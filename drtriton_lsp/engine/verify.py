@@ -1,16 +1,17 @@
-"""Verification, caller side: a static look at the candidate, then its trials in a worker.
+"""Verification, caller side: the static policy on the candidate's text, then the judge in a worker.
 
-This module never imports torch or runs the candidate. A worker that crashes (an out-of-bounds
-store), hangs or overuses memory is itself the verdict: the candidate is rejected with that name.
+This module never imports torch or runs the candidate. The judge (engine.judge, in a worker) runs the candidate in a
+process of its own and decides from data alone; a judge worker that crashes, hangs or overuses memory is itself
+the verdict: the candidate is rejected with that name.
 """
 
 from __future__ import annotations
 
-import ast
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from drtriton_lsp.engine.candidate_policy import policy_violation
 from drtriton_lsp.engine.task import Task
 from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
 
@@ -20,18 +21,27 @@ REJECTION_REASONS = {
     "no_model_new": "the candidate defines no ModelNew class",
     "try_except_fallback": "the candidate uses try/except, which can hide a fallback to PyTorch",
     "calls_reference": "the candidate uses the reference Model",
+    "forbidden_construct": "the candidate uses code the verifier does not allow (it could tamper with the checks)",
     "import_error": "the candidate failed to import",
     "compile_error": "a Triton kernel failed to compile",
     "runtime_error": "the candidate raised an exception",
     "no_triton_launch": "no Triton kernel was launched",
     "kernels_have_no_effect": "the output is right even with the Triton kernels skipped",
+    "reference_in_pytorch": "the maths ran in PyTorch; the Triton kernels only moved data",
     "modified_inputs": "the candidate modified its inputs",
     "wrong_result": "the results differ from the reference",
     "wrong_at_odd_shape": "the results differ from the reference at odd sizes (a missing mask?)",
+    "wrong_for_strided_inputs": "the results differ from the reference for non-contiguous inputs",
+    "wrong_at_full_size": "the results differ from the reference at the task's own sizes",
+    "wrong_for_other_instance": "the results differ from the reference for an instance with other constructor values",
+    "wrong_for_other_call": "the results differ from the reference for another call (keywords, defaults, scalars)",
+    "state_across_calls": "a result depends on an earlier call, or a later call changed an earlier output",
+    "out_of_bounds_write": "a kernel wrote outside its buffers (a missing mask?)",
     "timeout": "the candidate did not finish in time (a hang?)",
-    "crashed": "the worker process crashed (an out-of-bounds memory access?)",
+    "crashed": "the candidate's process crashed (an out-of-bounds memory access?)",
     "device_fault": "a kernel faulted on the GPU (an out-of-bounds or misaligned access?)",
     "memory_limit": "the candidate used more memory than allowed",
+    "protocol_violation": "the candidate's process answered something other than results",
     "worker_error": "the worker failed before judging the candidate",
     "reference_failed": "the task's own Model raised on the inputs get_inputs() draws",
 }
@@ -58,6 +68,10 @@ class Verdict:
     checks: dict[str, Any] = field(default_factory=dict)
     # the base of the random draws (weights, inputs); a re-verification uses another base, so other inputs
     seed: int = 0
+    # from the ATen audit of what ran (None when the candidate never ran that far): the PyTorch ops the candidate
+    # ran itself, and the reference's ops it did not run in PyTorch (computed by its Triton kernels)
+    kept_ops: list[str] | None = None
+    replaced_ops: list[str] | None = None
 
     @property
     def explanation(self) -> str:
@@ -67,38 +81,10 @@ class Verdict:
         return f"{sentence}: {self.detail}" if self.detail else sentence
 
 
-def static_rejection(candidate_source: str) -> Verdict | None:
-    """Reject, without running it, a candidate that cannot be trusted by construction."""
-    try:
-        tree = ast.parse(candidate_source)
-    except SyntaxError as error:
-        return Verdict(False, "import_error", f"syntax error at line {error.lineno}: {error.msg}")
-    has_kernel = False
-    has_model_new = False
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-            return Verdict(False, "try_except_fallback", f"try statement at line {node.lineno}")
-        if isinstance(node, ast.Name) and node.id == "Model":
-            return Verdict(False, "calls_reference", f"the name Model is used at line {node.lineno}")
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [alias.name for alias in node.names] + [getattr(node, "module", None) or ""]
-            if any("drtriton_task" in name for name in names):
-                return Verdict(False, "calls_reference", f"the task module is imported at line {node.lineno}")
-        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
-            has_model_new = True
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            has_kernel = has_kernel or any(_is_triton_jit(d) for d in node.decorator_list)
-    if not has_model_new:
-        return Verdict(False, "no_model_new", "")
-    if not has_kernel:
-        return Verdict(False, "no_triton_kernel", "")
-    return None
-
-
-def _is_triton_jit(decorator: ast.expr) -> bool:
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    text = ast.unparse(target)
-    return text in ("triton.jit", "jit") or text.endswith(".jit")
+def static_rejection(candidate_source: str, task_source: str | None = None) -> Verdict | None:
+    """Reject, without running it, a candidate that cannot be trusted by construction (engine.candidate_policy)."""
+    violation = policy_violation(candidate_source, task_source)
+    return Verdict(False, violation.reason, violation.detail) if violation else None
 
 
 def verify_candidate(
@@ -121,9 +107,9 @@ def verify_candidate(
 
     tf32: the candidate computes float32 matmuls in TF32 by request; float32 outputs then get TF32's tolerance.
     seed: the base of every random draw in the worker; verifying again with another base tries other inputs.
-    prepare_next: the worker environment of a job that follows (see `LocalRunner.call`), started meanwhile.
+    prepare_next: the worker environment of the benchmark that follows (see `LocalRunner.call`), started meanwhile.
     """
-    rejection = static_rejection(candidate_source)
+    rejection = static_rejection(candidate_source, task.source)
     if rejection is not None:
         rejection.seed = seed
         return rejection
@@ -147,6 +133,7 @@ def verify_candidate(
             on_progress=on_progress,
             cancel=cancel,
             prepare_next=prepare_next,
+            prepare_next_for="benchmark",
         )
     except JobFailure as failure:
         if failure.reason == "cancelled":
@@ -165,6 +152,8 @@ def verify_candidate(
         shapes=result["shapes"],
         checks=result["checks"],
         seed=seed,
+        kept_ops=result.get("kept_ops"),
+        replaced_ops=result.get("replaced_ops"),
     )
 
 

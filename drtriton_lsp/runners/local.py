@@ -258,17 +258,19 @@ class LocalRunner:
         on_progress: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
         prepare_next: dict[str, str | None] | None = None,
+        prepare_next_for: str | None = None,
     ) -> Any:
         """Run `method` in a new worker and return its result, or raise JobFailure / DrtritonError.
 
         The worker is the spare if one was prepared for this environment. prepare_next: the `env` of a
-        job known to follow (with this `python_path`), whose worker is then started while this job runs.
+        job known to follow (with this `python_path`), whose worker is then started while this job runs;
+        prepare_next_for: that job's method, when known (see `prepare`).
         """
         limits = limits or JobLimits()
         key = self._environment_key(env, python_path)
         worker = self._spares.take(key, method) or _Worker.start(key)
         if prepare_next is not None:
-            self.prepare(env=prepare_next, python_path=python_path)
+            self.prepare(env=prepare_next, python_path=python_path, method=prepare_next_for)
         try:
             return _run_job(worker, method, params, limits, on_progress, cancel, self._calls)
         except _DiedBeforeUse:

@@ -31,7 +31,7 @@ def capture(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
 
 
 def verify(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    from drtriton_lsp.engine.verify_worker import run_verification
+    from drtriton_lsp.engine.judge import run_verification
 
     return run_verification(params, progress)
 
@@ -67,8 +67,15 @@ def _warm_up_export() -> None:
     torch.export.export(TwoOps(), (torch.randn(4, 8),), dynamic_shapes=dynamic, strict=False)
 
 
+def _start_candidate_process() -> None:
+    """Start the verification's candidate process (a clean interpreter importing torch and Triton) ahead."""
+    from drtriton_lsp.engine.judge import start_candidate_process_ahead
+
+    start_candidate_process_ahead()
+
+
 # What only one job method needs, and is worth doing ahead when the spare is known to be for it.
-METHOD_PRELOADS: dict[str, Callable[[], None]] = {"capture": _warm_up_export}
+METHOD_PRELOADS: dict[str, Callable[[], None]] = {"capture": _warm_up_export, "verify": _start_candidate_process}
 
 
 def preload(params: dict[str, Any], _progress: Progress) -> dict[str, Any]:
@@ -78,7 +85,7 @@ def preload(params: dict[str, Any], _progress: Progress) -> dict[str, Any]:
     import torch
     import triton  # noqa: F401
 
-    from drtriton_lsp.engine import bench, capture_job, ceilings, verify_worker  # noqa: F401
+    from drtriton_lsp.engine import bench, capture_job, ceilings, judge  # noqa: F401
 
     warm_up = METHOD_PRELOADS.get(params.get("method"))
     if warm_up is not None:

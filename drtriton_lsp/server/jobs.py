@@ -168,7 +168,9 @@ class JobManager:
             if self._closed or not self.server.settings.warmWorker:
                 return
             self._warm_runner.prepare(python_path=python_path, method="capture", on_start=self._announce_warm)
-            self._warm_runner.prepare(env=verification, python_path=python_path, on_start=self._announce_warm)
+            self._warm_runner.prepare(
+                env=verification, python_path=python_path, method="verify", on_start=self._announce_warm
+            )
 
     def _announce_warm(self, pid: int) -> None:
         self.server.call_from_thread(self.server.log, f"drtriton: worker {pid} started ahead for the next job")

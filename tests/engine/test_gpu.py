@@ -6,6 +6,8 @@ Marked `gpu`: skipped without CUDA; run on the GPU machine (see benchmarks/resul
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from drtriton_lsp.engine.task import Task
@@ -36,13 +38,30 @@ def test_a_correct_candidate_is_verified_with_compiled_kernels():
 
 
 @pytest.mark.parametrize(
-    "candidate",
-    ["no_launch", "modifies_input", "stale_memory", "calls_reference", "odd_shape", "wrong_result", "dummy_kernel", "out_of_bounds"],
+    ("candidate", "reasons"),
+    [
+        ("no_launch", {"no_triton_launch"}),
+        ("modifies_input", {"modified_inputs"}),
+        ("stale_memory", {"wrong_result"}),
+        ("calls_reference", {"forbidden_construct"}),
+        ("odd_shape", {"wrong_at_odd_shape", "out_of_bounds_write"}),
+        ("wrong_result", {"wrong_result"}),
+        ("dummy_kernel", {"reference_in_pytorch"}),
+        # an unmasked store past the end lands in the buffer's guard region (or faults the device)
+        ("out_of_bounds", {"out_of_bounds_write", "device_fault"}),
+    ],
 )
-def test_bad_candidates_are_rejected_on_the_gpu(candidate):
+def test_bad_candidates_are_rejected_on_the_gpu_with_their_reason(candidate, reasons):
     verdict = verify_on_gpu(candidate)
     assert not verdict.verified
-    assert verdict.reason is not None
+    assert verdict.reason in reasons, verdict.explanation
+
+
+def test_a_hanging_candidate_is_stopped_within_a_minute_by_the_judges_own_limit():
+    started = time.monotonic()
+    verdict = verify_on_gpu("hang", timeout_s=600)
+    assert (verdict.verified, verdict.reason) == (False, "timeout")
+    assert time.monotonic() - started < 60
 
 
 def test_benchmark_times_all_three_and_flags_hidden_side_stream_work():

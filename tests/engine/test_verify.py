@@ -6,6 +6,8 @@ memory hog is part of what is tested.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from drtriton_lsp.engine.task import Task
@@ -33,8 +35,12 @@ def test_a_correct_hand_written_candidate_passes_every_check():
     verdict = verify("good", trials=3)
     assert verdict.verified, verdict.explanation
     assert verdict.interpreter
-    assert verdict.passed == verdict.trials == 4  # three trials plus one at odd sizes
-    assert [shape["label"] for shape in verdict.shapes].count("odd") == 1
+    labels = [shape["label"] for shape in verdict.shapes]
+    assert labels == ["primary"] * 3 + ["strided", "autograd on", "odd", "call: keyword arguments"]
+    assert verdict.passed == verdict.trials == 7
+    assert verdict.checks["strided_inputs"].startswith("tried")
+    assert verdict.checks["state_across_calls"].startswith("checked")
+    assert verdict.kept_ops == [] and verdict.replaced_ops == ["aten.add.Tensor", "aten.mul.Tensor", "aten.relu.default"]
     assert verdict.checks["kernels_have_effect"] is True
     assert verdict.checks["triton_launches"] >= 4
     assert verdict.tolerance == {"float32": {"atol": 1e-4, "rtol": 1e-4}}
@@ -47,10 +53,10 @@ def test_a_correct_hand_written_candidate_passes_every_check():
         ("no_launch", "no_triton_launch"),
         ("modifies_input", "modified_inputs"),
         ("stale_memory", "wrong_result"),
-        ("calls_reference", "calls_reference"),
+        ("calls_reference", "forbidden_construct"),
         ("odd_shape", "wrong_at_odd_shape"),
         ("wrong_result", "wrong_result"),
-        ("dummy_kernel", "kernels_have_no_effect"),
+        ("dummy_kernel", "reference_in_pytorch"),
         ("out_of_bounds", "crashed"),
     ],
 )
@@ -61,9 +67,12 @@ def test_bad_candidates_are_rejected_with_their_reason(candidate, reason):
 
 
 @pytest.mark.slow
-def test_a_hanging_candidate_is_stopped_by_the_timeout():
-    verdict = verify("hang", limits=JobLimits(timeout_s=20))
+def test_a_hanging_candidate_is_stopped_within_a_minute_by_the_judges_own_limit():
+    started = time.monotonic()
+    verdict = verify("hang", limits=JobLimits(timeout_s=600))
     assert (verdict.verified, verdict.reason) == (False, "timeout")
+    assert "no answer in" in verdict.detail  # the judge's per-call limit, not the job's
+    assert time.monotonic() - started < 60
 
 
 @pytest.mark.slow
@@ -76,7 +85,7 @@ def test_a_memory_hog_is_stopped_by_the_memory_cap():
     ("source", "reason"),
     [
         ((VERIFY_FIXTURES / "try_except.py").read_text(), "try_except_fallback"),
-        ("import torch\nclass ModelNew(Model):\n    pass\n", "calls_reference"),
+        ("import os\nimport torch\nclass ModelNew(torch.nn.Module):\n    pass\n", "forbidden_construct"),
         ("import drtriton_task\nclass ModelNew:\n    pass\n", "calls_reference"),
         ("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n", "no_triton_kernel"),
         ("import triton\n@triton.jit\ndef k():\n    pass\n", "no_model_new"),

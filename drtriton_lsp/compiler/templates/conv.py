@@ -469,7 +469,7 @@ class ConvKernel:
             + read_flags
             + constants
             + [f"BLOCK_M={block_m}", f"BLOCK_N={block_n}", f"BLOCK_K={block_k}"]
-            + (["WIDEN_BFLOAT16=triton.knobs.runtime.interpret"] if self.dtype == "bfloat16" else [])
+            + ([f"WIDEN_BFLOAT16={source}.device.type == 'cpu'"] if self.dtype == "bfloat16" else [])
             + [f"num_warps={plan.params['warps']}", f"num_stages={plan.params['stages']}"]
         )
         lines.append(f"{plan.kernel}[{grid}](")

@@ -716,7 +716,7 @@ class MatmulKernel:
             + reduced_strides
             + read_flags
             + [f"BLOCK_M={block_m}", f"BLOCK_N={block_n}", f"BLOCK_K={block_k}", f"GROUP_M={plan.params['group']}"]
-            + (["WIDEN_BFLOAT16=triton.knobs.runtime.interpret"] if self.dtype == "bfloat16" else [])
+            + ([f"WIDEN_BFLOAT16={left}.device.type == 'cpu'"] if self.dtype == "bfloat16" else [])
             + [f"num_warps={plan.params['warps']}", f"num_stages={plan.params['stages']}"]
         )
         lines.append(f"{INDENT}{plan.kernel}[{grid}](")
@@ -750,7 +750,8 @@ def dot_lines(left_tile: str, right_tile: str, dtype: str, precision: str) -> li
     """Statements adding the product of two tiles of `dtype` into the float32 tile `acc`.
 
     float32 multiplies as `precision` says ("ieee": exactly); float16 and bfloat16 use tensor cores.
-    A bfloat16 kernel takes a WIDEN_BFLOAT16 constexpr, set to run under Triton's interpreter.
+    A bfloat16 kernel takes a WIDEN_BFLOAT16 constexpr, true for CPU tensors (only Triton's interpreter runs
+    kernels on them); the candidate never reads Triton's settings, which the verifier's policy forbids.
     """
     if dtype == "float32":
         return [f'acc = tl.dot({left_tile}, {right_tile}, acc, input_precision="{precision}")']

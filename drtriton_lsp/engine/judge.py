@@ -1,0 +1,884 @@
+"""The worker's `verify` method: the judge, which draws inputs, runs the reference, and decides from data alone.
+
+The candidate runs in its own clean process (engine.candidate_host) that never sees the task, the reference, the
+seeds or the tolerances; this process never imports candidate code. Checks, each with a named rejection: results match
+the reference in several trials with fresh inputs, on inputs mutated in place in the same buffers, on non-contiguous
+inputs, at odd sizes, for other instances and other calls, and (CPU) at the task's full size; no later call changes an
+earlier output; Triton kernels launch, matter (the no-op test) and compute (the ATen audit); inputs stay unchanged;
+no write lands outside a buffer; every call ends within a limit set by the reference's own time.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import math
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import psutil
+import torch
+
+from drtriton_lsp.engine.capture import export_program
+from drtriton_lsp.engine.gpu_lock import gpu_hold
+from drtriton_lsp.engine.op_audit import OpRecorder
+from drtriton_lsp.engine.shapes import InputShapePlan, plan_input_shapes, resize_inputs
+from drtriton_lsp.engine.task import Task
+from drtriton_lsp.engine.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
+from drtriton_lsp.engine.tolerances import tolerance_for
+
+
+def init_seed(seed: int) -> int:
+    """The seed both the reference and ModelNew are built under: large and varied, like a user's process's, so a
+    candidate cannot tell a verification from its seed."""
+    return (seed + 1) * 0x9E3779B97F4A7C15 % (1 << 62)
+
+# A call's time limit: this floor, or this multiple of the reference's own time on the same inputs, whichever is
+# larger; time spent compiling Triton kernels is not counted (the candidate's process announces it).
+TRIAL_LIMIT_FLOOR_S = {"cuda": 20.0, "cpu": 30.0}
+REFERENCE_TIME_FACTOR = 50.0
+COMPILE_LIMIT_S = 600.0  # one kernel's compilation
+LOAD_LIMIT_S = 60.0  # importing the candidate and building ModelNew
+HOST_START_LIMIT_S = 180.0  # the candidate's process importing torch and Triton (not the candidate's doing)
+# Under the CPU interpreter, the trial at the task's own sizes runs when it is estimated to take at most this long.
+FULL_SIZE_BUDGET_S = 30.0
+MESSAGE_LIMIT_BYTES = 1 << 20
+
+
+class Rejected(Exception):
+    """The candidate failed a check: `reason` is a stable code, `detail` says what was seen."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class ReferenceFailed(Exception):
+    """The task's own Model raised on these inputs: they are not inputs the task accepts."""
+
+
+@dataclass
+class Tally:
+    """What the trials measured so far."""
+
+    trials: int = 0
+    passed: int = 0
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    tolerance: dict[str, dict[str, float]] = field(default_factory=dict)
+    shapes: list[dict[str, Any]] = field(default_factory=list)
+    launches: int = 0
+    kernels: dict[str, int] = field(default_factory=dict)
+    # the candidate's schedule computes float32 matmuls in TF32: its float32 tolerance is looser
+    tf32: bool = False
+    # kernels run under Triton's CPU interpreter, whose bfloat16 rounding differs from GPUs'
+    interpreter: bool = False
+    # outputs accepted because they are no less accurate than eager against float64 (one line each)
+    arbitrated: list[str] = field(default_factory=list)
+    # the slowest candidate call so far and the input elements it had (to estimate a full-size trial)
+    slowest_call_s: float = 0.0
+    slowest_call_elements: int = 1
+
+
+@dataclass
+class Call:
+    """How a trial calls the forward: positional arguments and keyword arguments (tensors drawn, or scalars)."""
+
+    args: list[Any]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def with_layout(self, layout: Callable[[torch.Tensor], torch.Tensor]) -> Call:
+        return Call([layout(v) if isinstance(v, torch.Tensor) else v for v in self.args],
+                    {k: layout(v) if isinstance(v, torch.Tensor) else v for k, v in self.kwargs.items()})
+
+    def elements(self) -> int:
+        return sum(v.numel() for v in [*self.args, *self.kwargs.values()] if isinstance(v, torch.Tensor)) or 1
+
+
+class CandidateProcess:
+    """The candidate's process: requests answered within time limits, everything it says checked before use.
+    `exchange` is the private folder (mode 0700) where the judge leaves tensors for it and it leaves outputs."""
+
+    def __init__(self) -> None:
+        self.exchange = Path(tempfile.mkdtemp(prefix="drtriton-exchange-"))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "drtriton_lsp.engine.candidate_host", str(self.exchange)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=self.exchange,
+            text=True,
+        )
+        self.messages: queue.Queue = queue.Queue()
+        self.ready = False
+        self.next_id = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.messages.put(line)
+        self.messages.put(None)
+
+    def wait_ready(self) -> None:
+        message = self._next(time.monotonic() + HOST_START_LIMIT_S, "starting")
+        if message.get("event") != "ready":
+            raise Rejected("protocol_violation", f"the candidate's process said {str(message)[:200]} before it was ready")
+        self.ready = True
+
+    def request(self, op: str, params: dict[str, Any], limit_s: float, doing: str) -> dict[str, Any]:
+        """Send one request and return its result; a candidate error raises Rejected with the candidate's kind."""
+        if not self.ready:
+            self.wait_ready()
+        self.next_id += 1
+        try:
+            self.process.stdin.write(json.dumps({"id": self.next_id, "op": op, **params}) + "\n")
+            self.process.stdin.flush()
+        except OSError:
+            raise Rejected("crashed", self._exit_description()) from None
+        deadline = time.monotonic() + limit_s
+        while True:
+            message = self._next(deadline, doing, limit_s)
+            event = message.get("event")
+            if event == "compiling":
+                compile_started = time.monotonic()
+                done = self._next(compile_started + COMPILE_LIMIT_S, "compiling a Triton kernel", COMPILE_LIMIT_S)
+                if done.get("event") != "compiled":
+                    raise Rejected("protocol_violation", "the candidate's process did not report a compile's end")
+                deadline += time.monotonic() - compile_started  # compile time is not the call's
+                continue
+            if message.get("id") != self.next_id or ("result" in message) == ("error" in message):
+                raise Rejected("protocol_violation", f"unexpected message from the candidate's process: {str(message)[:200]}")
+            if "error" in message:
+                error = message["error"]
+                kind = error.get("kind") if isinstance(error, dict) else None
+                if kind not in ("import_error", "no_model_new", "runtime_error", "compile_error", "device_fault"):
+                    raise Rejected("protocol_violation", f"an error of unknown kind {kind!r}")
+                raise Rejected(kind, f"{doing}: {str(error.get('message', ''))[:2000]}")
+            if not isinstance(message["result"], dict):
+                raise Rejected("protocol_violation", "a result that is not an object")
+            return message["result"]
+
+    def _next(self, deadline: float, doing: str, limit_s: float | None = None) -> dict[str, Any]:
+        try:
+            line = self.messages.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            self.kill()
+            limit = f" in {limit_s:.0f} s" if limit_s else ""
+            raise Rejected("timeout", f"{doing}: no answer{limit} (a hang?)") from None
+        if line is None:
+            self.process.wait()
+            raise Rejected("crashed", f"{doing}: {self._exit_description()}")
+        if len(line) > MESSAGE_LIMIT_BYTES:
+            raise Rejected("protocol_violation", "an oversized message from the candidate's process")
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError:
+            raise Rejected("protocol_violation", f"a message that is not JSON: {line[:200]!r}") from None
+        if not isinstance(message, dict):
+            raise Rejected("protocol_violation", "a message that is not an object")
+        return message
+
+    def _exit_description(self) -> str:
+        code = self.process.poll()
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            hint = " (an out-of-bounds memory access in a kernel?)" if name == "SIGSEGV" else ""
+            return f"the candidate's process was killed by {name}{hint}"
+        return f"the candidate's process exited with status {code} without answering"
+
+    def kill(self) -> None:
+        """End the process and anything it started."""
+        try:
+            children = psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.Error:
+            children = []
+        for process in [*children]:
+            try:
+                process.kill()
+            except psutil.Error:
+                pass
+        self.process.kill()
+        self.process.wait()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.write(json.dumps({"op": "exit"}) + "\n")
+                self.process.stdin.flush()
+                self.process.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if self.process.poll() is None:
+            self.kill()
+
+
+_started_ahead: list[CandidateProcess] = []
+
+
+def start_candidate_process_ahead() -> None:
+    """Start the next verification's candidate process now (its torch and Triton imports take seconds; it stays
+    clean until a verification hands it its candidate), and make this process's first ATen audit cheap."""
+    if not _started_ahead:
+        _started_ahead.append(CandidateProcess())
+    with OpRecorder():  # the first dispatch mode imports TorchDynamo
+        torch.empty(1)
+
+
+def run_verification(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    """Verify on the device named in params; on a GPU, side by side with other verifications, never during a timing."""
+    if torch.device(params["device"]).type != "cuda":
+        return Judge(params, progress).run()
+    with gpu_hold(exclusive=False):
+        return Judge(params, progress).run()
+
+
+class Judge:
+    """One verification: the task's reference here, the candidate in a CandidateProcess."""
+
+    def __init__(self, params: dict[str, Any], progress: Callable[[str], None]):
+        self.params = params
+        self.progress = progress
+        self.task = Task.from_json(params["task"])
+        self.device = torch.device(params["device"])
+        self.trials = int(params.get("trials", 5))
+        # every random draw (weights, inputs) is seeded from this base: another base is another set of trials
+        self.seed = int(params.get("seed", 0))
+        self.directory = scratch_directory()
+        interpreter = os.environ.get("TRITON_INTERPRET") == "1"
+        self.tally = Tally(tf32=bool(params.get("tf32", False)), interpreter=interpreter)
+        self.checks: dict[str, Any] = {
+            "isolation": "the candidate ran in its own process; the judge drew inputs and compared outputs",
+            "poisoned_outputs": True,
+        }
+        self.audit: dict[str, Any] = {}
+        self.floor_s = TRIAL_LIMIT_FLOOR_S["cuda" if self.device.type == "cuda" else "cpu"]
+        self.calls = 0
+        self.host: CandidateProcess | None = None
+
+    def run(self) -> dict[str, Any]:
+        # started ahead, or now: its imports run while the reference is built
+        self.host = _started_ahead.pop() if _started_ahead else CandidateProcess()
+        self.exchange = self.host.exchange
+        (self.exchange / "candidate.py").write_text(self.params["candidate"])
+        result: dict[str, Any] = {"interpreter": self.tally.interpreter, "checks": self.checks}
+        try:
+            self._judge()
+            result.update(verified=True, reason=None, detail="")
+        except Rejected as rejection:
+            result.update(verified=False, reason=rejection.reason, detail=rejection.detail)
+        finally:
+            self.host.close()
+        self.checks["triton_launches"] = self.tally.launches
+        self.checks["kernels_launched"] = self.tally.kernels
+        if self.tally.arbitrated:
+            self.checks["float64_arbiter"] = self.tally.arbitrated
+        result.update(
+            trials=self.tally.trials,
+            passed=self.tally.passed,
+            max_abs_err=self.tally.max_abs_err,
+            max_rel_err=self.tally.max_rel_err,
+            tolerance=self.tally.tolerance,
+            shapes=self.tally.shapes,
+            kept_ops=self.audit.get("kept_ops"),
+            replaced_ops=self.audit.get("replaced_ops"),
+        )
+        return result
+
+    # the checks, in order
+
+    def _judge(self) -> None:
+        self.progress("loading the task, and the candidate in its own process")
+        self.task_module = load_task(self.task, self.directory)
+        self.reference = build_model(self.task, self.task_module, self.directory, init_seed(self.seed)).to(self.device)
+        self.init_inputs = self.task_module.get_init_inputs() if hasattr(self.task_module, "get_init_inputs") else []
+        self._save("init.pt", list(self.init_inputs))
+        self._save("state.pt", _cpu_state(self.reference))
+        loaded = self.host.request(
+            "load",
+            {"source": "candidate.py", "init": "init.pt", "state": "state.pt", "init_seed": init_seed(self.seed),
+             "device": str(self.device), "precision": _precision_settings()},
+            LOAD_LIMIT_S, "importing the candidate and building ModelNew",
+        )
+        self.checks["weights"] = str(loaded.get("weights", ""))[:200]
+
+        example = self._draw(1000)
+        self.plan = self._shape_plan(example, reduced=self.device.type == "cpu")
+        self.checks["odd_shapes"] = self.plan.odd_reason or "tried"
+        self._primary_trials(example)
+        # one more draw serves the remaining checks: each asks a different question of the same values
+        # (drawing is most of a small trial's time on the CPU: get_inputs() draws at the task's full size)
+        extra = self._draw(1500)
+        self._strided_trial(extra)
+        self.progress("trial with autograd on")
+        # autograd on, as in a user's default mode (no input needs a gradient): the same results are due
+        self._trial(Call(resize_inputs(extra, self.plan.primary)), "autograd on", autograd=True)
+        self.checks["autograd_on"] = "tried once"
+        self._odd_trials(extra)
+        self._variants(extra)
+        self._full_size_trial(example)
+        self._no_op_trial(extra)
+        self.checks["kernels_have_effect"] = True
+        self.checks["reference_not_reachable"] = True
+        self.checks["inputs_unchanged"] = True
+        self.checks["guard_regions"] = "no write outside any buffer the candidate was given or allocated"
+
+    def _primary_trials(self, example: list[Any]) -> None:
+        previous_expected: list | None = None
+        for trial in range(self.trials):
+            self.progress(f"trial {trial + 1}/{self.trials} at {self.plan.describe('primary')}")
+            drawn = example if trial == 0 else self._draw(1000 + trial)
+            inputs = self._primary_inputs(drawn)
+            if trial == 0:
+                expected = self._trial(Call(inputs), "primary", audit=True, keep=True)
+            elif trial == 1:
+                # the same buffers, their contents changed in place: a result cached by address goes stale;
+                # and the first call's output must still hold its values (no buffer shared across calls)
+                expected = self._trial(Call(inputs), "primary", reuse_buffers=True, recheck=previous_expected,
+                                       previous=previous_expected)
+                self.checks["state_across_calls"] = "checked: inputs refilled in place, earlier outputs kept"
+            else:
+                expected = self._trial(Call(inputs), "primary", previous=previous_expected)
+            previous_expected = expected
+
+    def _primary_inputs(self, drawn: list[Any]) -> list[Any]:
+        try:
+            inputs = resize_inputs(drawn, self.plan.primary)
+            self._reference_outputs(Call(inputs))
+            return inputs
+        except ReferenceFailed as failure:
+            if self.plan.primary == [_shape_of(value) for value in drawn]:
+                raise Rejected("reference_failed", str(failure)) from failure
+            # the task fixes sizes the reduced plan changed: run at the sizes get_inputs draws
+            self.checks["reduced_shapes"] = f"not used: the reference cannot run at them ({failure})"
+            self.plan.primary = [_shape_of(value) for value in drawn]
+            return drawn
+
+    def _strided_trial(self, drawn: list[Any]) -> None:
+        inputs = resize_inputs(drawn, self.plan.primary)
+        strided = Call(inputs).with_layout(_non_contiguous)
+        if all(isinstance(v, torch.Tensor) and v.is_contiguous() or not isinstance(v, torch.Tensor) for v in strided.args):
+            self.checks["strided_inputs"] = "not tried: no input can be laid out another way"
+            return
+        self.progress("trial with non-contiguous inputs")
+        try:
+            self._trial(strided, "strided", mismatch="wrong_for_strided_inputs")
+        except ReferenceFailed as failure:
+            self.checks["strided_inputs"] = f"not tried: the reference rejects non-contiguous inputs ({failure})"
+            return
+        self.checks["strided_inputs"] = "tried (transposed or strided views of the inputs)"
+
+    def _odd_trials(self, drawn: list[Any]) -> None:
+        skipped: list[str] = []
+        reference_on_cpu: torch.nn.Module | None = None
+        for index, sizes in enumerate(self.plan.odd):
+            where = self.plan.describe("odd", index)
+            self.progress(f"odd-size trial {index + 1}/{len(self.plan.odd)} at {where}")
+            inputs = resize_inputs(drawn, sizes)
+            if self.device.type == "cuda" and _has_index_inputs(inputs):
+                # resized index inputs (class targets, positions) may point past a resized dim, and PyTorch's CUDA
+                # kernels then fail a device assert that ruins the process: ask the CPU first
+                reference_on_cpu = reference_on_cpu or copy.deepcopy(self.reference).cpu()
+                failure = _reference_failure(reference_on_cpu, inputs)
+                if failure:
+                    skipped.append(f"{where} ({failure})")
+                    continue
+            try:
+                self._trial(Call(inputs), "odd", mismatch="wrong_at_odd_shape")
+            except ReferenceFailed as failure:
+                skipped.append(f"{where} ({failure})")
+        if skipped:
+            self.checks["odd_shapes"] = "skipped where the reference itself cannot run: " + "; ".join(skipped)
+
+    def _variants(self, drawn: list[Any]) -> None:
+        """Other instances (other scalar constructor values) and other calls (keywords, defaults, other scalars):
+        the candidate may run its kernels or fall back to PyTorch there, but its results must match."""
+        notes: list[str] = []
+        inputs = resize_inputs(drawn, self.plan.primary)
+        for label, call in _call_variants(self.task_module.Model.forward, inputs):
+            self.progress(f"trial with another call: {label}")
+            try:
+                self._trial(call, f"call: {label}", mismatch="wrong_for_other_call", must_launch=False)
+                notes.append(f"call {label}: matched")
+            except ReferenceFailed as failure:
+                notes.append(f"call {label}: skipped, the reference rejects it ({failure})")
+        for number, (label, init) in enumerate(_init_variants(self.init_inputs), start=1):
+            name = f"variant{number}"
+            try:
+                torch.manual_seed(init_seed(self.seed))
+                reference = self.task_module.Model(*init).eval().to(self.device)
+                self._reference_outputs(Call(inputs), reference)
+            except Exception as error:  # noqa: BLE001 - the task does not accept these values: nothing to compare
+                notes.append(f"instance {label}: skipped, the reference rejects it ({type(error).__name__})")
+                continue
+            self.progress(f"trial with another instance: {label}")
+            self._save(f"{name}-init.pt", list(init))
+            self._save(f"{name}-state.pt", _cpu_state(reference))
+            self.host.request(
+                "instance",
+                {"name": name, "init": f"{name}-init.pt", "state": f"{name}-state.pt", "init_seed": init_seed(self.seed)},
+                LOAD_LIMIT_S, f"building ModelNew({label})",
+            )
+            self._trial(Call(inputs), f"instance: {label}", mismatch="wrong_for_other_instance", must_launch=False,
+                        instance=name, reference=reference)
+            notes.append(f"instance {label}: matched")
+        self.checks["other_instances_and_calls"] = notes or ["none: no scalar constructor value or call argument to vary"]
+
+    def _full_size_trial(self, example: list[Any]) -> None:
+        full = [_shape_of(value) for value in example]
+        if self.device.type == "cuda":
+            self.checks["full_size"] = "every trial at the task's own sizes"
+            return
+        if self.plan.primary == full:
+            self.checks["full_size"] = "the primary trials ran at the task's own sizes"
+            return
+        call = Call(self._draw(3500))
+        estimate = self.tally.slowest_call_s * call.elements() / self.tally.slowest_call_elements
+        if estimate > FULL_SIZE_BUDGET_S:
+            self.checks["full_size"] = (
+                f"not tried: about {estimate:.0f} s under the interpreter, over the {FULL_SIZE_BUDGET_S:.0f} s budget; "
+                "trials ran at reduced sizes only"
+            )
+            return
+        self.progress("trial at the task's own sizes")
+        try:
+            self._trial(call, "full size", mismatch="wrong_at_full_size", limit_s=3 * estimate + self.floor_s)
+        except ReferenceFailed as failure:
+            self.checks["full_size"] = f"not tried: the reference failed ({failure})"
+            return
+        self.checks["full_size"] = "tried once at the task's own sizes"
+
+    def _no_op_trial(self, drawn: list[Any]) -> None:
+        """DRTriton's no-op test: with every Triton launch skipped, the output must no longer match."""
+        self.progress("checking that the Triton kernels matter")
+        inputs = resize_inputs(drawn, self.plan.primary)
+        try:
+            self._trial(Call(inputs), "no-op", skip_launches=True, tally=Tally(interpreter=self.tally.interpreter,
+                                                                                 tf32=self.tally.tf32))
+        except Rejected:
+            return
+        raise Rejected(
+            "kernels_have_no_effect",
+            "the output is still correct with every Triton launch skipped: the result comes from elsewhere",
+        )
+
+    # one call
+
+    def _trial(
+        self,
+        call: Call,
+        label: str,
+        *,
+        mismatch: str = "wrong_result",
+        audit: bool = False,
+        keep: bool = False,
+        reuse_buffers: bool = False,
+        recheck: list | None = None,
+        previous: list | None = None,
+        skip_launches: bool = False,
+        autograd: bool = False,
+        must_launch: bool = True,
+        instance: str = "primary",
+        reference: torch.nn.Module | None = None,
+        tally: Tally | None = None,
+        limit_s: float | None = None,
+    ) -> list:
+        """Run the reference and the candidate on `call`; raise Rejected unless they agree. Returns the expected outputs."""
+        reference = reference or self.reference
+        counting = tally is None
+        tally = tally or self.tally
+        recorder = OpRecorder() if audit else None
+        expected, reference_s = self._reference_outputs(call, reference, recorder)
+        self.calls += 1
+        self._save("inputs.pt", {"args": call.args, "kwargs": call.kwargs})
+        request = {
+            "instance": instance, "inputs": "inputs.pt", "outputs": "outputs.pt", "audit": audit, "keep": keep,
+            "reuse_buffers": reuse_buffers, "recheck": "recheck.pt" if recheck is not None else None,
+            "skip_launches": skip_launches, "autograd": autograd, "poison_seed": self.seed * 7919 + self.calls,
+        }
+        limit = limit_s or max(self.floor_s, REFERENCE_TIME_FACTOR * reference_s)
+        answer = _checked_call_answer(self.host.request("call", request, limit, f"{label} trial"))
+        if counting:
+            tally.launches += answer["launches"]
+            for name, count in answer["kernels"].items():
+                tally.kernels[name] = tally.kernels.get(name, 0) + count
+            tally.shapes.append({"label": label, "inputs": [list(v.shape) for v in call.args if isinstance(v, torch.Tensor)]})
+            tally.trials += 1
+            if answer["seconds"] > tally.slowest_call_s:
+                tally.slowest_call_s, tally.slowest_call_elements = answer["seconds"], call.elements()
+        if answer["broken_guards"]:
+            raise Rejected("out_of_bounds_write", f"{label}: a kernel wrote outside " + "; ".join(answer["broken_guards"][:5]))
+        if must_launch and not skip_launches and answer["launches"] == 0:
+            raise Rejected("no_triton_launch", f"{label}: the candidate's forward launched no Triton kernel")
+        if answer["modified_inputs"]:
+            raise Rejected("modified_inputs", f"{label}: input {answer['modified_inputs'][0]} was changed by the candidate")
+        actual = self._load_outputs("outputs.pt", answer["outputs"])
+        try:
+            _compare(expected, actual, tally, label, lambda: _float64_outputs(reference, call, self.device))
+        except Rejected as rejection:
+            if previous is not None and _matches(previous, actual):
+                raise Rejected("state_across_calls", f"{label}: the output is the previous call's result") from None
+            raise Rejected(mismatch if rejection.reason == "wrong_result" else rejection.reason, rejection.detail) from None
+        if recheck is not None:
+            kept = self._load_outputs("recheck.pt", None)
+            try:
+                _compare(recheck, kept, Tally(interpreter=tally.interpreter, tf32=tally.tf32), "earlier output")
+            except Rejected:
+                raise Rejected("state_across_calls", f"{label}: a later call changed an earlier call's output") from None
+        if audit:
+            self._judge_audit(recorder.compute_ops, answer)
+        if counting:
+            tally.passed += 1
+        return expected
+
+    def _judge_audit(self, reference_ops: Counter, answer: dict[str, Any]) -> None:
+        """Whether the Triton kernels computed the replaced ops, from what ran (never from the candidate's claim)."""
+        kept = Counter(answer["torch_ops"])
+        replaced = reference_ops - kept
+        self.audit["kept_ops"] = sorted(kept.elements())
+        self.audit["replaced_ops"] = sorted(replaced.elements())
+        self.checks["aten_audit"] = {
+            "pytorch_ops_run_by_candidate": dict(kept),
+            "reference_ops": dict(reference_ops),
+        }
+        if kept and not any(answer["outputs_hold_triton_values"]):
+            raise Rejected(
+                "reference_in_pytorch",
+                f"no output holds values a Triton kernel computed; the maths ran in PyTorch ({', '.join(sorted(kept))}) "
+                "and the kernels only moved data",
+            )
+        if reference_ops and not replaced:
+            raise Rejected(
+                "reference_in_pytorch",
+                f"every op of the reference ran in PyTorch ({', '.join(sorted(reference_ops))})",
+            )
+
+    # helpers
+
+    def _reference_outputs(self, call: Call, reference: torch.nn.Module | None = None,
+                           recorder: OpRecorder | None = None) -> tuple[list, float]:
+        reference = reference or self.reference
+        args, kwargs = _to_device(call, self.device)
+        started = time.monotonic()
+        try:
+            with torch.no_grad():
+                if recorder is not None:
+                    with recorder:
+                        outputs = reference(*args, **kwargs)
+                else:
+                    outputs = reference(*args, **kwargs)
+            _synchronize(self.device)
+        except Exception as error:  # noqa: BLE001 - the task rejects these inputs; the caller decides
+            raise ReferenceFailed(f"{type(error).__name__}: {str(error)[:200]}") from error
+        return _flatten(outputs), time.monotonic() - started
+
+    def _load_outputs(self, name: str, described: list[dict[str, Any]] | None) -> list:
+        try:
+            values = torch.load(self.exchange / name, weights_only=True)
+        except Exception as error:  # noqa: BLE001 - anything unreadable is the candidate process's doing
+            raise Rejected("protocol_violation", f"its outputs could not be read safely: {type(error).__name__}") from None
+        if not isinstance(values, list) or (described is not None and len(values) != len(described)):
+            raise Rejected("protocol_violation", "its outputs file does not match its answer")
+        for value in values:
+            if not (value is None or type(value) in (bool, int, float) or type(value) is torch.Tensor):
+                raise Rejected("protocol_violation", f"an output of type {type(value).__name__}")
+        return [value.to(self.device) if isinstance(value, torch.Tensor) else value for value in values]
+
+    def _draw(self, offset: int) -> list[Any]:
+        return draw_inputs(self.task, self.task_module, self.directory, seed=self.seed + offset)
+
+    def _save(self, name: str, value: Any) -> None:
+        torch.save(value, self.exchange / name)
+
+    def _shape_plan(self, example: list[Any], reduced: bool) -> InputShapePlan:
+        symbolic = self.params.get("input_shapes")
+        if symbolic is None:
+            symbolic = _discover_symbolic_shapes(self.reference, _to_device(Call(example), self.device)[0], self.directory)
+        return plan_input_shapes(example, symbolic, reduced=reduced)
+
+
+def _checked_call_answer(answer: dict[str, Any]) -> dict[str, Any]:
+    """The candidate process's answer to a call, with every field of the expected type (else protocol_violation)."""
+    expected_types = {
+        "outputs": list, "launches": int, "kernels": dict, "torch_ops": dict, "outputs_hold_triton_values": list,
+        "broken_guards": list, "modified_inputs": list, "seconds": (int, float),
+    }
+    for key, kind in expected_types.items():
+        if not isinstance(answer.get(key), kind) or isinstance(answer.get(key), bool):
+            raise Rejected("protocol_violation", f"its answer's {key!r} is not a {getattr(kind, '__name__', 'number')}")
+    if not all(isinstance(k, str) and type(v) is int for k, v in [*answer["kernels"].items(), *answer["torch_ops"].items()]):
+        raise Rejected("protocol_violation", "its launch or op counts are not counts")
+    for output in answer["outputs"]:
+        if not isinstance(output, dict) or output.get("kind") not in ("tensor", "value", "unsupported"):
+            raise Rejected("protocol_violation", "an output it described in an unknown way")
+        if output["kind"] == "unsupported":
+            raise Rejected("wrong_result", f"the forward returned {str(output.get('type'))[:100]}, not a plain tensor")
+    if not all(type(flag) is bool for flag in answer["outputs_hold_triton_values"]):
+        raise Rejected("protocol_violation", "its audit flags are not booleans")
+    answer["broken_guards"] = [str(item)[:200] for item in answer["broken_guards"]]
+    return answer
+
+
+def _call_variants(forward: Callable, inputs: list[Any]) -> list[tuple[str, Call]]:
+    """Calls that exercise the written call path: keyword arguments, defaults left out, other scalar arguments."""
+    try:
+        parameters = list(inspect.signature(forward).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return []
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) for p in parameters):
+        return []
+    bound = dict(zip([p.name for p in parameters], inputs))
+    variants: list[tuple[str, Call]] = []
+    if bound:
+        variants.append(("keyword arguments", Call([], dict(bound))))
+    supplied_defaults = [p.name for p in parameters if p.name in bound and p.default is not p.empty]
+    if supplied_defaults:
+        required = [p.name for p in parameters if p.name in bound and p.default is p.empty]
+        variants.append((f"defaults for {', '.join(supplied_defaults)}", Call([bound[name] for name in required])))
+    changed = {
+        p.name: _other_scalar(bound[p.name] if p.name in bound else p.default)
+        for p in parameters
+        if _is_scalar(bound[p.name] if p.name in bound else p.default)
+    }
+    if changed:
+        label = ", ".join(f"{name}={value!r}" for name, value in changed.items())
+        variants.append((label, Call([], {**bound, **changed})))
+    return variants
+
+
+def _init_variants(init_inputs: list[Any]) -> list[tuple[str, list[Any]]]:
+    """Other constructor values: every float and bool changed at once, and every int changed at once."""
+    variants = []
+    for kinds, label in (((float, bool), "other float/bool constructor values"), ((int,), "other int constructor values")):
+        changed = [
+            _other_scalar(value) if _is_scalar(value) and type(value) in kinds else value for value in init_inputs
+        ]
+        if changed != list(init_inputs):
+            details = ", ".join(f"{old!r}->{new!r}" for old, new in zip(init_inputs, changed) if old != new)
+            variants.append((f"{label} ({details})", changed))
+    return variants
+
+
+def _is_scalar(value: Any) -> bool:
+    return type(value) in (bool, int, float)
+
+
+def _other_scalar(value: Any) -> Any:
+    if type(value) is bool:
+        return not value
+    if type(value) is int:
+        return value + 1
+    return value * 1.5 + 0.25
+
+
+def _non_contiguous(value: torch.Tensor) -> torch.Tensor:
+    """The same values in another layout: the last two dims transposed in memory, or every other element."""
+    if value.dim() >= 2 and value.shape[-1] > 1 and value.shape[-2] > 1:
+        return value.mT.contiguous().mT
+    if value.dim() >= 1 and value.numel() > 1:
+        spread = torch.empty((*value.shape[:-1], value.shape[-1] * 2), dtype=value.dtype)
+        strided = spread[..., ::2]
+        strided.copy_(value)
+        return strided
+    return value
+
+
+def _to_device(call: Call, device: torch.device) -> tuple[list, dict]:
+    def move(value):
+        return value.to(device) if isinstance(value, torch.Tensor) else value
+
+    return [move(v) for v in call.args], {k: move(v) for k, v in call.kwargs.items()}
+
+
+def _cpu_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: value.detach().cpu() for name, value in model.state_dict().items()}
+
+
+def _precision_settings() -> dict[str, Any]:
+    """The float32 precision settings of this process (the user's defaults), for the candidate's process."""
+    return {
+        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+
+
+def _has_index_inputs(inputs: list) -> bool:
+    return any(
+        isinstance(value, torch.Tensor) and not value.is_floating_point() and value.dtype != torch.bool
+        for value in inputs
+    )
+
+
+def _reference_failure(reference: torch.nn.Module, inputs: list) -> str:
+    """Why the reference raises on these inputs (empty if it runs)."""
+    try:
+        with torch.no_grad():
+            reference(*[_clone(value) for value in inputs])
+    except Exception as error:  # noqa: BLE001 - any failure means the task rejects these sizes
+        return f"{type(error).__name__}: {str(error)[:200]}"
+    return ""
+
+
+def _shape_of(value: Any) -> list[int] | None:
+    return list(value.shape) if isinstance(value, torch.Tensor) else None
+
+
+def _discover_symbolic_shapes(reference, example, directory) -> dict[str, Any] | None:
+    """Ask torch.export which input sizes are free; None if the task cannot be exported."""
+    from drtriton_lsp.engine.capture import graph_from_exported
+
+    try:
+        with torch.no_grad():
+            exported, _dynamic = export_program(reference, tuple(example), task_file(directory))
+        graph = graph_from_exported(exported, None)
+    except Exception:  # noqa: BLE001 - odd shapes are a bonus; without export, only the given sizes run
+        return None
+    user_inputs = [g for g in graph.inputs if g.kind == "user_input"]
+    return {
+        "inputs": [list(g.spec.shape) if g.spec else None for g in user_inputs],
+        "ranges": graph.symbol_ranges,
+    }
+
+
+def _matches(expected: list, actual: list) -> bool:
+    try:
+        _compare(expected, actual, Tally(), "previous")
+    except Rejected:
+        return False
+    return True
+
+
+# A float output outside the dtype's tolerance of eager PyTorch is judged against a float64 run of the
+# reference: it passes when its error is at most this multiple of eager's own error (plus atol).
+# Eager's result is an approximation too (another summation order, another rounding of exp(...)).
+ARBITER_FACTOR = 2.0
+
+
+def _float64_outputs(reference: torch.nn.Module, call: Call, device: torch.device) -> list | None:
+    """The reference's outputs computed in float64 (floating inputs and weights widened), or None."""
+    try:
+        widened = copy.deepcopy(reference).double()
+        args, kwargs = _to_device(call, device)
+        with torch.no_grad():
+            return _flatten(widened(*[_widen(v) for v in args], **{k: _widen(v) for k, v in kwargs.items()}))
+    except Exception:  # noqa: BLE001 - without a float64 reference, the dtype tolerance decides alone
+        return None
+
+
+def _widen(value: Any) -> Any:
+    return value.double() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+
+
+def _arbitrate(want: torch.Tensor, got: torch.Tensor, exact: torch.Tensor, atol: float) -> tuple[bool, float, float]:
+    """(candidate no less accurate than eager, candidate's max error, eager's max error) against float64."""
+    exact = exact.to(want.device, torch.float64)
+    want64, got64 = want.to(torch.float64), got.to(torch.float64)
+    if not (bool(torch.isfinite(exact).all()) and bool(torch.isfinite(got64).all())):
+        return False, math.inf, math.inf
+    candidate_error = float((got64 - exact).abs().max())
+    eager_error = float((want64 - exact).abs().max())
+    return candidate_error <= ARBITER_FACTOR * eager_error + atol, candidate_error, eager_error
+
+
+def _compare(
+    expected: list,
+    actual: list,
+    tally: Tally,
+    label: str,
+    exact_outputs: Callable[[], list | None] | None = None,
+) -> None:
+    """Raise Rejected unless `actual` matches `expected`; exact_outputs gives float64 outputs to arbitrate."""
+    exact: list | None = None
+    if len(expected) != len(actual):
+        raise Rejected("wrong_result", f"{label}: {len(actual)} outputs, expected {len(expected)}")
+    for index, (want, got) in enumerate(zip(expected, actual)):
+        if not isinstance(want, torch.Tensor):
+            if want != got:
+                raise Rejected("wrong_result", f"{label}: output {index} is {got!r}, expected {want!r}")
+            continue
+        if not isinstance(got, torch.Tensor):
+            raise Rejected("wrong_result", f"{label}: output {index} is a {type(got).__name__}, expected a tensor")
+        if tuple(got.shape) != tuple(want.shape):
+            raise Rejected("wrong_result", f"{label}: output {index} has shape {list(got.shape)}, expected {list(want.shape)}")
+        if got.dtype != want.dtype:
+            raise Rejected("wrong_result", f"{label}: output {index} has dtype {got.dtype}, expected {want.dtype}")
+        tolerance = tolerance_for(want.dtype, tf32=tally.tf32, interpreter=tally.interpreter)
+        dtype_label = str(want.dtype).removeprefix("torch.")
+        if tally.tf32 and want.dtype == torch.float32:
+            dtype_label += " (tf32)"
+        elif tally.interpreter and want.dtype == torch.bfloat16:
+            dtype_label += " (interpreter)"
+        tally.tolerance[dtype_label] = tolerance
+        abs_err, rel_err, mismatches = _errors(want, got, tolerance)
+        tally.max_abs_err = max(tally.max_abs_err, abs_err)
+        tally.max_rel_err = max(tally.max_rel_err, rel_err)
+        if not mismatches:
+            continue
+        problem = (
+            f"{label}: output {index} ({dtype_label}): {mismatches} of {want.numel()} elements outside "
+            f"atol={tolerance['atol']:g}, rtol={tolerance['rtol']:g} of eager (max abs err {abs_err:.3g})"
+        )
+        if want.is_floating_point() and exact_outputs is not None:
+            exact = exact if exact is not None else exact_outputs()
+            if exact is not None and index < len(exact):
+                accurate, candidate_error, eager_error = _arbitrate(want, got, exact[index], tolerance["atol"])
+                verdict = (
+                    f"{problem}; against float64: candidate max error {candidate_error:.3g}, "
+                    f"eager {eager_error:.3g}"
+                )
+                if accurate:
+                    tally.arbitrated.append(verdict)
+                    continue
+                raise Rejected("wrong_result", verdict)
+        raise Rejected("wrong_result", problem)
+
+
+def _errors(want: torch.Tensor, got: torch.Tensor, tolerance: dict[str, float]) -> tuple[float, float, int]:
+    if not want.is_floating_point():
+        mismatches = int((want != got).sum())
+        return (0.0 if mismatches == 0 else math.inf), 0.0, mismatches
+    want64 = want.detach().to(torch.float64)
+    got64 = got.detach().to(torch.float64)
+    close = torch.isclose(got64, want64, rtol=tolerance["rtol"], atol=tolerance["atol"], equal_nan=True)
+    both_finite = torch.isfinite(want64) & torch.isfinite(got64)
+    difference = (got64 - want64).abs()
+    if bool(both_finite.any()):
+        abs_err = float(difference[both_finite].max())
+        rel_err = float((difference / want64.abs().clamp_min(1e-6))[both_finite].max())
+    else:
+        abs_err = rel_err = 0.0
+    if not bool(both_finite.all()) and not bool(close.all()):
+        abs_err = math.inf
+    return abs_err, rel_err, int((~close).sum())
+
+
+def _flatten(value: Any) -> list:
+    if isinstance(value, (list, tuple)):
+        flat: list = []
+        for item in value:
+            flat.extend(_flatten(item))
+        return flat
+    return [value]
+
+
+def _clone(value: Any) -> Any:
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,110 @@
+"""The ATen audit in the candidate's process: poisoned, guarded allocations; PyTorch ops counted below any patching;
+and which buffers hold values a Triton launch computed rather than copied.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from drtriton_lsp.engine.op_audit import CandidateAudit, OpRecorder
+
+
+def test_fresh_buffers_are_poisoned_and_filled_factories_keep_their_values():
+    torch.manual_seed(5)
+    state = torch.get_rng_state()
+    with CandidateAudit(poison_seed=11) as audit:
+        fresh = [torch.empty(64, 5), torch.empty_like(torch.ones(700)), torch.empty_strided((20, 30), (1, 20)),
+                 torch.ones(1).new_empty(400), torch.empty(300, dtype=torch.int64)]
+        zeros = torch.zeros(6)
+        full = torch.full((2, 2), 3.0)
+    # random leftovers no correct output holds by chance, drawn without touching the candidate's RNG
+    assert all(float(t.float().std()) > 50 for t in fresh)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert fresh[2].stride() == (1, 20)
+    assert bool((zeros == 0).all()) and bool((full == 3.0).all())
+    assert len(audit.buffers) == 9 and audit.broken_guards() == []  # the two torch.ones() inside count too
+    with CandidateAudit(poison_seed=11):
+        again = torch.empty(64, 5)
+    with CandidateAudit(poison_seed=12):
+        other = torch.empty(64, 5)
+    assert torch.equal(again, fresh[0]) and not torch.equal(other, fresh[0])
+
+
+def test_a_write_past_the_end_of_a_buffer_breaks_its_guard():
+    with CandidateAudit() as audit:
+        out = torch.empty(10)
+    with audit.pause():
+        out.as_strided((11,), (1,))[10] = 1.0  # one element past the end, as an unmasked last block writes
+    assert audit.broken_guards() == ["empty [10] torch.float32"]
+
+
+def test_a_write_before_the_start_of_a_buffer_breaks_its_guard():
+    with CandidateAudit() as audit:
+        out = torch.empty(4, 4)
+    out.untyped_storage()  # the guard lies in the same allocation, before the view's first element
+    with audit.pause():
+        out.as_strided((1,), (1,), out.storage_offset() - 1)[0] = 2.0
+    assert len(audit.broken_guards()) == 1
+
+
+def test_compute_ops_are_counted_and_views_copies_and_allocations_are_not():
+    x = torch.randn(4, 8)
+    with torch.no_grad(), OpRecorder() as recorder:
+        y = torch.relu(x.t().contiguous()).view(-1) * 2
+        torch.empty(3)
+        y.clone()
+    assert dict(recorder.compute_ops) == {"aten.relu.default": 1, "aten.mul.Tensor": 1}
+
+
+def _launch(audit: CandidateAudit, tensors: list[torch.Tensor], kernel) -> None:
+    """What the launch counter does around a launch: snapshot, run, classify the writes."""
+    with audit.pause():
+        before = [t.clone() for t in tensors]
+        kernel()
+        audit.after_launch(before, tensors)
+
+
+def test_a_launch_that_computes_marks_its_output_and_pytorch_ops_carry_the_mark():
+    x = torch.randn(16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(16)
+        _launch(audit, [x, out], lambda: out.copy_(torch.sigmoid(x)))
+        doubled = out * 2
+    assert audit.holds_triton_values(out) and audit.holds_triton_values(doubled)
+    assert not audit.holds_triton_values(x)
+
+
+def test_a_launch_that_only_copies_a_pytorch_result_marks_nothing():
+    x = torch.randn(8, 16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        result = torch.relu(x)
+        out = torch.empty(16, 8)
+        _launch(audit, [result, out], lambda: out.copy_(result.t()))  # a transposing copy is still a copy
+        scaled = torch.empty(8, 16)
+        _launch(audit, [result, scaled], lambda: scaled.copy_(result * 1.0))
+    assert not audit.holds_triton_values(out) and not audit.holds_triton_values(scaled)
+    assert dict(audit.compute_ops) == {"aten.relu.default": 1}
+
+
+def test_overwriting_a_triton_buffer_with_a_pytorch_result_drops_the_mark():
+    x = torch.randn(16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(16)
+        _launch(audit, [x, out], lambda: out.copy_(torch.exp(x)))
+        out.copy_(torch.relu(x))
+    assert not audit.holds_triton_values(out)
+
+
+def test_a_constant_fill_is_not_a_computation():
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(32)
+        _launch(audit, [out], lambda: out.fill_(1.5))
+    assert not audit.holds_triton_values(out)
+
+
+def test_a_launch_writing_a_zero_dimensional_result_is_classified():
+    x = torch.randn(16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        total = torch.empty(())
+        _launch(audit, [x, total], lambda: total.copy_(x.exp().sum()))
+    assert audit.holds_triton_values(total)
