@@ -184,7 +184,7 @@ class _CallsInFlight:
         with self._lock:
             watches = list(self._watches)
         for watch in watches:
-            pass
+            watch.kill_now("the runner was closed")
 
 
 def _kill_workers(spares: _Spares, calls: _CallsInFlight) -> None:
