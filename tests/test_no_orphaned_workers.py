@@ -26,16 +26,22 @@ from tests.process_trees import alive_after, below
 
 pytestmark = pytest.mark.slow
 
+SPIN_S = 2  # a candidate process that has waited for its requests, then runs this long without a pause, is stuck
+
 WORKER_MODULE = "drtriton_lsp.runners.worker"
+CANDIDATE_HOST_MODULE = "drtriton_lsp.engine.candidate_host"
 VERIFY_FIXTURES = FIXTURES / "verify"
-MARKER_VARIABLE = "DRTRITON_TEST_SPIN_MARKER"  # read by tests/fixtures/verify/spins.py
+
+
+def runs_module(process: psutil.Process, module: str) -> bool:
+    try:
+        return module in process.cmdline()
+    except psutil.Error:
+        return False
 
 
 def is_worker(process: psutil.Process) -> bool:
-    try:
-        return WORKER_MODULE in process.cmdline()
-    except psutil.Error:
-        return False
+    return runs_module(process, WORKER_MODULE)
 
 
 def worker_trees(pid: int) -> list[psutil.Process]:
@@ -53,24 +59,44 @@ def wait_for_file(path: Path, timeout_s: float) -> None:
         time.sleep(0.1)
 
 
+def wait_until_spinning(root: int, module: str, timeout_s: float = 120) -> None:
+    """Until a process below `root` running `module`, once it has waited (for its requests: its start-up is done),
+    runs without a pause for SPIN_S seconds: stuck in a loop."""
+    deadline = time.monotonic() + timeout_s
+    waited, running_since = set(), {}
+    while time.monotonic() < deadline:
+        for process in below(root):
+            if not runs_module(process, module):
+                continue
+            try:
+                status = process.status()
+            except psutil.Error:
+                continue
+            if status != psutil.STATUS_RUNNING:
+                waited.add(process)
+                running_since.pop(process, None)
+            elif process in waited and time.monotonic() - running_since.setdefault(process, time.monotonic()) > SPIN_S:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"no {module} process spun for {SPIN_S} s within {timeout_s:.0f} s")
+
+
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_killing_the_cli_during_a_hanging_verification_leaves_no_worker(device, tmp_path, kill_at_end):
-    marker = tmp_path / "candidate-is-spinning"
     cli = subprocess.Popen(
         [
             sys.executable, "-m", "drtriton_lsp.cli", "verify",
             str(VERIFY_FIXTURES / "task_scale_relu.py"), str(VERIFY_FIXTURES / "spins.py"),
             "--device", device, "--trials", "1",
         ],
-        env={**os.environ, MARKER_VARIABLE: str(marker)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     kill_at_end.add(psutil.Process(cli.pid))
-    wait_for_file(marker, 60)
+    wait_until_spinning(cli.pid, CANDIDATE_HOST_MODULE)  # the worker's candidate process, in the candidate's forward
     workers = worker_trees(cli.pid)
     kill_at_end.update(below(cli.pid))
-    assert workers, "the verification runs in a worker"
+    assert any(runs_module(process, CANDIDATE_HOST_MODULE) for process in workers)
 
     cli.send_signal(signal.SIGKILL)
     cli.wait()

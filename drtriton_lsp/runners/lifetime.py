@@ -2,13 +2,15 @@
 
 Without this, a worker whose starter is killed lives on with parent 1, running a hanging candidate forever.
 
-How a process kind adopts it (the local runner's worker does; so must any process it or another starts):
+How a process kind adopts it (the local runner's worker does):
 - The starter starts it with `start_child` instead of `subprocess.Popen`: the child gets its own session (so it
   and everything it starts form one process group), is started from a thread that lives as long as the starter,
   and finds the starter's pid in the environment variable DRTRITON_PARENT_PID.
 - The child calls `end_with_parent()` first thing at start-up, in its main thread, before any user code.
 A process started by other means (multiprocessing) is told its starter's pid otherwise: the language server's
-analysis process calls `end_with_parent(pid)` as its pool's initializer.
+analysis process calls `end_with_parent(pid)` as its pool's initializer. A process that a tied child starts in
+the child's own group (the verification worker's candidate process, a plain `subprocess.Popen`) needs nothing:
+the child's group guard ends it with the child. Only one started in a new session must adopt this itself.
 
 What the child then does:
 - On Linux it asks the kernel for SIGKILL when its parent dies (`PR_SET_PDEATHSIG`). That works even while the
