@@ -13,8 +13,6 @@ from typing import Iterator
 import psutil
 import pytest
 
-from tests.process_trees import kill_with_descendants
-
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 EXAMPLES = REPO / "examples"
@@ -67,4 +65,14 @@ def kill_at_end() -> Iterator[set[psutil.Process]]:
     a test that kills a caller to see what it leaves running must leave nothing running itself."""
     processes: set[psutil.Process] = set()
     yield processes
-    kill_with_descendants(processes)
+    everything = set(processes)
+    for process in processes:
+        try:
+            everything.update(process.children(recursive=True))
+        except psutil.Error:
+            continue
+    for process in everything:
+        try:
+            process.kill()
+        except psutil.Error:
+            continue

@@ -1,4 +1,4 @@
-"""Process trees in tests: the processes below a pid, which of them still run, and which a test saw, killed at its end.
+"""Process trees in tests: the processes below a pid, and which of them still run.
 
 Used by the tests that kill a caller (the CLI, the language server, a starter) and look for what it left running.
 """
@@ -36,18 +36,3 @@ def alive_after(processes: list[psutil.Process], timeout_s: float) -> list[psuti
     while alive(processes) and time.monotonic() < deadline:
         time.sleep(0.1)
     return alive(processes)
-
-
-def kill_with_descendants(processes: set[psutil.Process]) -> None:
-    """SIGKILL the processes and everything below them (what a failed test may have left running)."""
-    everything = set(processes)
-    for process in processes:
-        try:
-            everything.update(process.children(recursive=True))
-        except psutil.Error:
-            continue
-    for process in everything:
-        try:
-            process.kill()
-        except psutil.Error:
-            continue
