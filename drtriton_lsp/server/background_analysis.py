@@ -189,7 +189,9 @@ class BackgroundAnalysis:
         """Run `function` in the process; a process that died (killed, out of memory) is replaced once."""
         for _ in range(2):
             if self._pool is None:
-                # Tied to this process: a killed server leaves no analysis process waiting for work forever.
+                # Tied to this process: a killed server leaves no analysis process waiting for work forever. The
+                # pool starts it in `submit`, on the event loop's thread, which lasts as long as the server (the
+                # kernel's parent-death signal follows the thread that started a process).
                 self._pool = ProcessPoolExecutor(
                     max_workers=1,
                     mp_context=multiprocessing.get_context("spawn"),
