@@ -8,7 +8,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Iterator
 
+import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,3 +57,22 @@ def started_workers(monkeypatch) -> list[subprocess.Popen]:
 
     monkeypatch.setattr(subprocess, "Popen", recording_popen)
     return started
+
+
+@pytest.fixture
+def kill_at_end() -> Iterator[set[psutil.Process]]:
+    """The processes a test adds here are killed at its end with everything below them, whatever its outcome:
+    a test that kills a caller to see what it leaves running must leave nothing running itself."""
+    processes: set[psutil.Process] = set()
+    yield processes
+    everything = set(processes)
+    for process in processes:
+        try:
+            everything.update(process.children(recursive=True))
+        except psutil.Error:
+            continue
+    for process in everything:
+        try:
+            process.kill()
+        except psutil.Error:
+            continue

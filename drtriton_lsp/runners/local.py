@@ -14,14 +14,15 @@ import threading
 import time
 import weakref
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import psutil
 
 from drtriton_lsp.errors import DrtritonError, WorkerError
-from drtriton_lsp.runners import protocol
+from drtriton_lsp.runners import lifetime, protocol
 
 DEFAULT_MEMORY_LIMIT_BYTES = 8 * 1024**3
 WATCH_INTERVAL_S = 0.1
@@ -68,14 +69,15 @@ class _Worker:
     @classmethod
     def start(cls, key: EnvironmentKey, *, spare: bool = False, preload_for: str | None = None) -> _Worker:
         python, environment = key
-        process = subprocess.Popen(
+        # In its own process group (a kill takes every child with it), and tied to this process: it ends when
+        # this process ends, however that happens (see runners.lifetime).
+        process = lifetime.start_child(
             [python, "-m", "drtriton_lsp.runners.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=dict(environment),
-            start_new_session=True,  # its own process group: a kill takes every child with it
         )
         stderr_lines: deque[str] = deque(maxlen=STDERR_LINES_KEPT)
         stderr_reader = threading.Thread(target=_drain, args=(process.stderr, stderr_lines), daemon=True)
@@ -160,6 +162,36 @@ def worker_python_path(path: str | None) -> list[str] | None:
     return [str(Path(path).resolve().parent)] if path else None
 
 
+class _CallsInFlight:
+    """The watches of a runner's calls in progress, so that closing the runner (from another thread, or at the
+    interpreter's exit) stops their workers too."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watches: set[_Watch] = set()
+
+    @contextmanager
+    def watching(self, watch: _Watch) -> Iterator[None]:
+        with self._lock:
+            self._watches.add(watch)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._watches.discard(watch)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            watches = list(self._watches)
+        for watch in watches:
+            watch.kill_now("the runner was closed")
+
+
+def _kill_workers(spares: _Spares, calls: _CallsInFlight) -> None:
+    calls.stop_all()
+    spares.empty()
+
+
 class _DiedBeforeUse(Exception):
     """A spare ended before it read its job (no answer even to its preload): the job never ran."""
 
@@ -169,17 +201,18 @@ class LocalRunner:
     """Starts workers with this interpreter; `extra_env` and `python_path` shape their environment.
 
     A spare's limits (time, memory) and cancellation apply from when its job is handed over. Close the
-    runner (or use it as a context manager) to kill the spares no job took; any left over are also killed
-    when the runner is garbage-collected or the interpreter exits.
+    runner (or use it as a context manager) to kill the spares no job took; any left over, and the workers
+    of calls still in flight, are also killed when the runner is garbage-collected or the interpreter exits.
     """
 
     python: str = sys.executable
     extra_env: dict[str, str] = field(default_factory=dict)
     _spares: _Spares = field(default_factory=_Spares, init=False, repr=False, compare=False)
+    _calls: _CallsInFlight = field(default_factory=_CallsInFlight, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # The finalizer holds the spares, not the runner, so it does not keep the runner alive.
-        weakref.finalize(self, self._spares.empty)
+        # The finalizer holds the workers' holders, not the runner, so it does not keep the runner alive.
+        weakref.finalize(self, _kill_workers, self._spares, self._calls)
 
     def __enter__(self) -> LocalRunner:
         return self
@@ -188,8 +221,10 @@ class LocalRunner:
         self.close()
 
     def close(self) -> None:
-        """Kill the spare workers, if any. The runner stays usable: later calls start workers as needed."""
-        self._spares.empty()
+        """Kill the runner's workers: the spares, and those of calls in flight in other threads (a language
+        server shutting down), which raise JobFailure "cancelled". The runner stays usable: later calls start
+        workers as needed."""
+        _kill_workers(self._spares, self._calls)
 
     def prepare(
         self,
@@ -237,9 +272,9 @@ class LocalRunner:
         if prepare_next is not None:
             self.prepare(env=prepare_next, python_path=python_path, method=prepare_next_for)
         try:
-            return _run_job(worker, method, params, limits, on_progress, cancel)
+            return _run_job(worker, method, params, limits, on_progress, cancel, self._calls)
         except _DiedBeforeUse:
-            return _run_job(_Worker.start(key), method, params, limits, on_progress, cancel)
+            return _run_job(_Worker.start(key), method, params, limits, on_progress, cancel, self._calls)
 
     def _environment_key(self, env: dict[str, str | None] | None, python_path: list[str] | None) -> EnvironmentKey:
         """The interpreter and the whole environment a worker gets: a spare serves only a job with the same key."""
@@ -264,6 +299,7 @@ def _run_job(
     limits: JobLimits,
     on_progress: Callable[[str], None] | None,
     cancel: threading.Event | None,
+    calls: _CallsInFlight,
 ) -> Any:
     """Hand `method` to the worker and watch it from now on (a spare's start-up counts for no limit)."""
     process = worker.process
@@ -273,21 +309,22 @@ def _run_job(
     response = None
     preload_answered = False
     try:
-        # A spare still preloading reads the job when it is done: a large job may wait here until then.
-        worker.send(JOB_ID, method, params)
-        worker.send(SHUTDOWN_ID, "shutdown", {})
-        while True:
-            message = protocol.read_message(process.stdout)
-            if message is None:
-                break
-            if message.get("method") == "progress" and on_progress is not None:
-                on_progress(message["params"]["message"])
-            elif message.get("id") == PRELOAD_ID:
-                preload_answered = True  # its content (even an error) is of no use: the job itself decides
-            elif message.get("id") == JOB_ID:
-                response = message
+        with calls.watching(watch):  # until the worker's output ends: it has answered, or it is gone
+            # A spare still preloading reads the job when it is done: a large job may wait here until then.
+            worker.send(JOB_ID, method, params)
+            worker.send(SHUTDOWN_ID, "shutdown", {})
+            while True:
+                message = protocol.read_message(process.stdout)
+                if message is None:
+                    break
+                if message.get("method") == "progress" and on_progress is not None:
+                    on_progress(message["params"]["message"])
+                elif message.get("id") == PRELOAD_ID:
+                    preload_answered = True  # its content (even an error) is of no use: the job itself decides
+                elif message.get("id") == JOB_ID:
+                    response = message
     except BaseException:
-        watch.kill_now()  # Ctrl-C or an error in the caller: never leave a worker behind
+        watch.kill_now("interrupted")  # Ctrl-C or an error in the caller: never leave a worker behind
         raise
     process.wait()
     watch.stop()
@@ -325,9 +362,9 @@ class _Watch:
     def stop(self) -> None:
         self._stopped.set()
 
-    def kill_now(self) -> None:
+    def kill_now(self, detail: str) -> None:
         self.stop()
-        self._kill("cancelled", "interrupted")
+        self._kill("cancelled", detail)
 
     def run(self) -> None:
         started = time.monotonic()

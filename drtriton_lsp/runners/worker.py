@@ -13,7 +13,7 @@ import traceback
 from typing import Any, Callable, NoReturn
 
 from drtriton_lsp.errors import DrtritonError
-from drtriton_lsp.runners import protocol
+from drtriton_lsp.runners import lifetime, protocol
 
 Progress = Callable[[str], None]
 
@@ -147,6 +147,7 @@ def serve(protocol_out) -> int:
 
 
 def main() -> int:
+    lifetime.end_with_parent()  # before any job: a worker never outlives the process that started it
     # Keep the real stdout for protocol messages; point fd 1 (Python and C code alike) at stderr.
     protocol_fd = os.dup(1)
     os.dup2(2, 1)
@@ -158,7 +159,8 @@ def main() -> int:
 def exit_now(status: int) -> NoReturn:
     """End the process without the interpreter's teardown, which takes seconds once torch and TorchDynamo are
     loaded (2.4 s measured on the CPU machine), while the runner waits for the exit: the answers are written
-    and flushed, and processes the job started (torch.compile's compile workers) are killed first."""
+    and flushed, and this process's children are killed first: what the job started (torch.compile's compile
+    workers) and the group guard of runners.lifetime."""
     import psutil
 
     sys.stderr.flush()

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from pygls.workspace import TextDocument
 
 from drtriton_lsp.errors import SourceError
+from drtriton_lsp.runners import lifetime
 from drtriton_lsp.server.analysis import (
     DocumentAnalysis,
     LineChange,
@@ -188,7 +189,15 @@ class BackgroundAnalysis:
         """Run `function` in the process; a process that died (killed, out of memory) is replaced once."""
         for _ in range(2):
             if self._pool is None:
-                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+                # Tied to this process: a killed server leaves no analysis process waiting for work forever. The
+                # pool starts it in `submit`, on the event loop's thread, which lasts as long as the server (the
+                # kernel's parent-death signal follows the thread that started a process).
+                self._pool = ProcessPoolExecutor(
+                    max_workers=1,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=lifetime.end_with_parent,
+                    initargs=(os.getpid(),),
+                )
             try:
                 return self._pool.submit(function, *arguments)
             except BrokenProcessPool:

@@ -218,6 +218,28 @@ def test_closing_or_dropping_the_runner_leaves_no_worker_behind(started_workers)
 
 
 @pytest.mark.slow
+def test_closing_the_runner_stops_a_call_in_flight_in_another_thread(started_workers):
+    runner = LocalRunner()
+    failures: list[JobFailure] = []
+
+    def call() -> None:
+        with pytest.raises(JobFailure) as caught:
+            runner.call("capture", {"task": HANGING_TASK}, limits=JobLimits(timeout_s=60))
+        failures.append(caught.value)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    deadline = time.monotonic() + 10
+    while not started_workers and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)  # the job is handed over: the call reads the worker's output
+    runner.close()  # as a language server does when its session ends
+    caller.join(timeout=10)
+    assert [(failure.reason, failure.detail) for failure in failures] == [("cancelled", "the runner was closed")]
+    assert started_workers[0].returncode == -signal.SIGKILL
+
+
+@pytest.mark.slow
 def test_a_spare_is_killed_when_the_interpreter_exits():
     program = (
         "from drtriton_lsp.runners.local import LocalRunner\n"
