@@ -36,6 +36,16 @@ from drtriton_lsp.server.socket_transport import tcp_listen_addresses
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
+@pytest.fixture(autouse=True)
+def main_never_serves(monkeypatch):
+    """`main` here must refuse before it listens; were a refusal missing, the test fails instead of serving forever."""
+
+    async def serve(*arguments):
+        raise AssertionError("drtriton-lsp went on to listen where it should have refused")
+
+    monkeypatch.setattr(socket_transport, "serve", serve)
+
+
 @pytest.fixture
 def tcp_server(tmp_path):
     """A server on a free loopback port with a token file: (address, token, process, its stderr log)."""
