@@ -55,15 +55,19 @@ test('a missing, unreadable or empty token file is refused with what to set', as
 test('the connection reaches a server on a Unix socket, and a missing socket is an error', async () => {
   const path = join(temporaryFolder(), 'drtriton.sock');
   const received: Buffer[] = [];
-  const server = net.createServer((connection) => connection.on('data', (chunk) => received.push(chunk)));
+  const connections: net.Socket[] = [];
+  const server = net.createServer((connection) => {
+    connections.push(connection);
+    connection.on('data', (chunk) => received.push(chunk));
+  });
   await new Promise<void>((resolve) => server.listen(path, resolve));
   try {
     const stream = await connectTo({ path })();
     stream.writer.write('Content-Length: 2\r\n\r\n{}');
     await new Promise((resolve) => setTimeout(resolve, 50));
     assert.equal(Buffer.concat(received).toString(), 'Content-Length: 2\r\n\r\n{}');
-    stream.writer.end();
   } finally {
+    connections.forEach((connection) => connection.destroy()); // else close() waits for them
     await new Promise((resolve) => server.close(resolve));
   }
   await assert.rejects(connectTo({ path })(), /ENOENT/);
