@@ -45,21 +45,27 @@ def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="drtriton-lsp", description="drtriton's language server (stdio by default)")
     transport = parser.add_mutually_exclusive_group()
     transport.add_argument(
-        "--socket", metavar="PATH", type=Path,
+        "--socket",
+        metavar="PATH",
+        type=Path,
         help="listen on a Unix socket created with mode 0600 instead of stdio (the recommended socket); "
         "clients must send the token",
     )
     transport.add_argument(
-        "--tcp", metavar="HOST:PORT",
+        "--tcp",
+        metavar="HOST:PORT",
         help="listen on TCP on a loopback address instead of stdio; clients must send the token",
     )
     parser.add_argument(
-        "--token-file", metavar="PATH", type=Path,
+        "--token-file",
+        metavar="PATH",
+        type=Path,
         help="with --socket or --tcp: the token clients send as initializationOptions.authToken, read from PATH "
         "(yours, mode 0600), or written there when PATH does not exist; without it a new token is printed",
     )
     parser.add_argument(
-        "--allow-non-loopback", action="store_true",
+        "--allow-non-loopback",
+        action="store_true",
         help="let --tcp listen on an address other machines can reach (the token is still required, and travels "
         "unencrypted)",
     )

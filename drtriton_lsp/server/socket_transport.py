@@ -107,8 +107,9 @@ def _remove_stale_socket(path: Path) -> None:
             os.unlink(path)  # left behind by a server that did not clean up: nothing listens there
             return
         except OSError as failure:
-            raise ListenRefused(f"cannot tell whether a server listens on {path} ({failure.strerror}); "
-                                "choose another --socket path") from failure
+            raise ListenRefused(
+                f"cannot tell whether a server listens on {path} ({failure.strerror}); choose another --socket path"
+            ) from failure
     raise ListenRefused(f"another server listens on {path}; stop it, or choose another --socket path")
 
 
@@ -171,8 +172,11 @@ class TokenGate:
             try:
                 initialize = await asyncio.wait_for(self._authenticate(reader, writer, peer), AUTHENTICATION_TIMEOUT_S)
             except asyncio.TimeoutError:
-                logger.warning("closed a connection from %s: no initialize with the token within %.0f s",
-                               peer, AUTHENTICATION_TIMEOUT_S)
+                logger.warning(
+                    "closed a connection from %s: no initialize with the token within %.0f s",
+                    peer,
+                    AUTHENTICATION_TIMEOUT_S,
+                )
                 return
             # ValueError: an UnreadableMessage, or a header line longer than the reader's limit
             except (ValueError, ConnectionError, asyncio.IncompleteReadError) as problem:
@@ -181,9 +185,11 @@ class TokenGate:
             if initialize is None:
                 return
             if self._session_started:
-                write_error(writer, initialize["id"], REQUEST_FAILED,
-                            "drtriton-lsp already serves an editor on this socket; start another drtriton-lsp "
-                            "(another --socket path or port) for this one", {"retry": False})
+                already_serving = (
+                    "drtriton-lsp already serves an editor on this socket; start another drtriton-lsp "
+                    "(another --socket path or port) for this one"
+                )
+                write_error(writer, initialize["id"], REQUEST_FAILED, already_serving, {"retry": False})
                 return
             self._session_started = True
             logger.info("serving the client at %s", peer)
@@ -206,17 +212,19 @@ class TokenGate:
                     return None
                 continue  # a notification or a response: nothing acts on it before initialize
             if method != types.INITIALIZE:
-                write_error(writer, message["id"], SERVER_NOT_INITIALIZED,
-                            f"drtriton-lsp: {method} before initialize; send initialize (with "
-                            f"initializationOptions.{AUTH_TOKEN_OPTION}) first")
+                not_yet = (
+                    f"drtriton-lsp: {method} before initialize; send initialize "
+                    f"(with initializationOptions.{AUTH_TOKEN_OPTION}) first"
+                )
+                write_error(writer, message["id"], SERVER_NOT_INITIALIZED, not_yet)
                 await writer.drain()
                 continue
             problem = self._token_problem(message)
             if problem is None:
                 return message
             logger.warning("refused a connection from %s: %s", peer, problem)
-            write_error(writer, message["id"], REQUEST_FAILED, f"drtriton-lsp refused the connection: {problem}",
-                        {"retry": False})
+            refusal = f"drtriton-lsp refused the connection: {problem}"
+            write_error(writer, message["id"], REQUEST_FAILED, refusal, {"retry": False})
             await writer.drain()
             return None
 
@@ -227,17 +235,22 @@ class TokenGate:
         options = params.get("initializationOptions") if isinstance(params, dict) else None
         sent = options.get(AUTH_TOKEN_OPTION) if isinstance(options, dict) else None
         if not isinstance(sent, str):
-            return (f"initialize must carry initializationOptions.{AUTH_TOKEN_OPTION}: the token the server printed, "
-                    "or the content of its --token-file (VS Code: set drtriton.server.tokenFile; Neovim: token_file "
-                    "in require('drtriton').socket_config)")
+            return (
+                f"initialize must carry initializationOptions.{AUTH_TOKEN_OPTION}: the token the server printed, "
+                "or the content of its --token-file (VS Code: set drtriton.server.tokenFile; Neovim: token_file "
+                "in require('drtriton').socket_config)"
+            )
         if not hmac.compare_digest(sent.encode("utf-8"), self._token):
-            return (f"initializationOptions.{AUTH_TOKEN_OPTION} is not this server's token; point the editor at the "
-                    "file the server reads (its --token-file)")
+            return (
+                f"initializationOptions.{AUTH_TOKEN_OPTION} is not this server's token; point the editor at the "
+                "file the server reads (its --token-file)"
+            )
         del options[AUTH_TOKEN_OPTION]
         return None
 
-    async def _serve_session(self, initialize: dict[str, Any], reader: asyncio.StreamReader,
-                             writer: asyncio.StreamWriter) -> None:
+    async def _serve_session(
+        self, initialize: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         protocol = self.server.protocol
         protocol.set_writer(writer)  # type: ignore[arg-type]  # pygls writes to a StreamWriter as start_tcp does
         try:
@@ -246,8 +259,13 @@ class TokenGate:
             logger.exception("initialize could not be handled")
             self.server.report_server_error(failure, JsonRpcException)
         try:
-            await run_async(stop_event=self._stop_event, reader=reader, protocol=protocol, logger=logger,
-                            error_handler=self.server.report_server_error)
+            await run_async(
+                stop_event=self._stop_event,
+                reader=reader,
+                protocol=protocol,
+                logger=logger,
+                error_handler=self.server.report_server_error,
+            )
         except Exception:  # a connection reset mid-message: the session is over all the same
             logger.exception("the client's connection failed")
         # Only here, not on `exit`: pygls's exit handler ends the process itself (SystemExit passes through).
@@ -255,9 +273,12 @@ class TokenGate:
         self.session_ended.set()
 
 
-async def serve(server: LanguageServer, token: str,
-                start_listening: Callable[[Handler], Awaitable[asyncio.Server]],
-                announce: Callable[[str], None]) -> None:
+async def serve(
+    server: LanguageServer,
+    token: str,
+    start_listening: Callable[[Handler], Awaitable[asyncio.Server]],
+    announce: Callable[[str], None],
+) -> None:
     """Listen (through `start_listening`) until the admitted client's session ends."""
     gate = TokenGate(server, token)
     try:
@@ -266,8 +287,10 @@ async def serve(server: LanguageServer, token: str,
         raise ListenRefused(f"cannot listen: {failure.strerror or failure}") from failure
     for listening in listener.sockets:
         address = listening.getsockname()
-        announce(f"listening on {address}" if listening.family == socket.AF_UNIX
-                 else f"listening on {address[0]} port {address[1]}")
+        if listening.family == socket.AF_UNIX:
+            announce(f"listening on {address}")
+        else:
+            announce(f"listening on {address[0]} port {address[1]}")
     async with listener:
         await gate.session_ended.wait()
 

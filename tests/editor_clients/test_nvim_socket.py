@@ -59,10 +59,9 @@ def run_flow(folder: Path, client_token: str, transport: str, server_exits: bool
     shutil.copy(EXAMPLE, edited)
     results = folder / "results.json"
     with (folder / "server.log").open("wb") as log:
+        drtriton_lsp = shutil.which("drtriton-lsp", path=SEARCH_PATH)
         server = subprocess.Popen(
-            [shutil.which("drtriton-lsp", path=SEARCH_PATH), f"--{transport}", address,
-             "--token-file", str(server_token_file)],
-            stderr=log,
+            [drtriton_lsp, f"--{transport}", address, "--token-file", str(server_token_file)], stderr=log
         )
     try:
         deadline = time.monotonic() + 60  # the server imports pygls and lsprotocol before it listens
@@ -78,8 +77,9 @@ def run_flow(folder: Path, client_token: str, transport: str, server_exits: bool
             "DRTRITON_E2E_RESULTS": str(results),
         }
         command = [NVIM, "--headless", "--clean", "--cmd", f"set runtimepath^={PLUGIN}", "-S", str(FLOW)]
-        run = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=FLOW_TIMEOUT_S,
-                             cwd=folder)
+        run = subprocess.run(
+            command, env=environment, capture_output=True, text=True, timeout=FLOW_TIMEOUT_S, cwd=folder
+        )
         assert results.exists(), f"nvim wrote no results (exit {run.returncode})\n{run.stdout}\n{run.stderr}"
         seen = json.loads(results.read_text())
         assert "error" not in seen, seen["error"]

@@ -141,8 +141,14 @@ async def connect_session_client(client: LanguageClient, address: Address, serve
     # What pygls's JsonRPCClient.start_tcp does, over the Unix socket's streams.
     client.protocol.set_writer(writer)
     client._async_tasks.append(
-        asyncio.create_task(run_async(stop_event=client._stop_event, reader=reader, protocol=client.protocol,
-                                      error_handler=client.report_server_error))
+        asyncio.create_task(
+            run_async(
+                stop_event=client._stop_event,
+                reader=reader,
+                protocol=client.protocol,
+                error_handler=client.report_server_error,
+            )
+        )
     )
 
 
