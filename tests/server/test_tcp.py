@@ -1,4 +1,4 @@
-"""`drtriton-lsp --tcp HOST:PORT`: the same server on a socket (an editor or a debugger connects to it).
+"""`drtriton-lsp --tcp HOST:PORT`: the same server on a loopback socket, for the editor that sends the token.
 
 pytest-lsp's client connects over TCP itself; the server process is started and watched here.
 """
@@ -6,51 +6,31 @@ pytest-lsp's client connects over TCP itself; the server process is started and 
 from __future__ import annotations
 
 import asyncio
-import socket
-import sys
-import time
 
 import pytest
-from lsp_helpers import EDITORS, TEST_SETTINGS, code_lenses, open_file
+from lsp_helpers import EDITORS, code_lenses, open_file
 from lsprotocol import types
 from pytest_lsp import client_capabilities, make_test_lsp_client
+from socket_helpers import connect_session_client, free_port, printed_token, server_command, session_settings
 
 from drtriton_lsp.server.main import main
-
-START_TIMEOUT_S = 60
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-async def connect(client, port: int, server: asyncio.subprocess.Process) -> None:
-    """Retry until the server listens (it imports pygls and lsprotocol first)."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            await client.start_tcp("127.0.0.1", port)
-            return
-        except OSError:
-            if server.returncode is not None or time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
 
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("editor", EDITORS)
-async def test_tcp_serves_a_session_and_exits_on_request(editor, example_file):
+async def test_tcp_serves_a_session_with_the_printed_token_and_exits_on_request(editor, example_file, tmp_path):
     port = free_port()
-    server = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "drtriton_lsp.server.main", "--tcp", f"127.0.0.1:{port}"
-    )
+    log = tmp_path / "server.log"
+    with log.open("wb") as stderr:
+        server = await asyncio.create_subprocess_exec(*server_command("--tcp", f"127.0.0.1:{port}"), stderr=stderr)
     client = make_test_lsp_client()
     try:
-        await connect(client, port, server)
+        token = await asyncio.to_thread(printed_token, log, lambda: server.returncode is None)
+        await connect_session_client(client, ("127.0.0.1", port), server)
         result = await client.initialize_session(
-            types.InitializeParams(capabilities=client_capabilities(editor), initialization_options=TEST_SETTINGS)
+            types.InitializeParams(
+                capabilities=client_capabilities(editor), initialization_options=session_settings(token)
+            )
         )
         assert result.server_info.name == "drtriton-lsp"
         uri = open_file(client, example_file())

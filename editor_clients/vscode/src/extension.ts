@@ -1,12 +1,13 @@
-/** The drtriton VS Code extension: starts drtriton-lsp through vscode-languageclient, restarts it with backoff,
- *  and adds palette commands, a status bar item (running job, last result) and the server log channel. */
+/** The drtriton VS Code extension: starts drtriton-lsp through vscode-languageclient (or connects to one on a socket),
+ *  restarts it with backoff, and adds palette commands, a status bar item and the server log channel. */
 
 import * as vscode from 'vscode';
-import { LanguageClient, LanguageClientOptions, ResponseError, State } from 'vscode-languageclient/node';
+import { LanguageClient, LanguageClientOptions, ResponseError, ServerOptions, State } from 'vscode-languageclient/node';
 
 import { JobStatus } from './jobStatus';
 import { RestartWithBackoff } from './restartWithBackoff';
-import { describeLaunch, onSelectedPythonChange, resolveServerLaunch, selectedPythonInterpreter, ServerLaunch } from './serverLaunch';
+import { connectTo, describeAddress, parseSocketSetting, readToken, redacting } from './serverConnection';
+import { describeLaunch, onSelectedPythonChange, resolveServerLaunch, selectedPythonInterpreter } from './serverLaunch';
 import { narrowConfigurationAnswer, SECTION, serverSettingNames, serverSettings } from './serverSettings';
 import { runOnTargetAtCursor, showDebugInformation, TARGET_COMMANDS } from './targetCommands';
 
@@ -24,12 +25,13 @@ class DrtritonExtension {
   private readonly restartPolicy: RestartWithBackoff;
   private readonly settingNames: string[];
   private client: LanguageClient | undefined;
-  private launch: ServerLaunch | undefined;
+  /** How the server was started or reached, for the log and for error messages. */
+  private serverDescription: string | undefined;
 
   constructor(context: vscode.ExtensionContext) {
     this.settingNames = serverSettingNames(context.extension.packageJSON.contributes.configuration.properties);
     this.restartPolicy = new RestartWithBackoff(
-      () => (this.launch ? describeLaunch(this.launch) : 'not started yet'),
+      () => this.serverDescription ?? 'not started yet',
       (line) => this.output.warn(line),
     );
     this.statusItem.command = SHOW_SERVER_LOG;
@@ -40,19 +42,30 @@ class DrtritonExtension {
 
   async start(): Promise<void> {
     const configuration = vscode.workspace.getConfiguration(SECTION);
-    const configuredPython = configuration.get<string>('server.pythonPath', '');
-    this.launch = resolveServerLaunch({
-      configuredPython,
-      selectedPython: configuredPython.trim() ? undefined : await selectedPythonInterpreter(),
-      logLevel: configuration.get<string>('server.logLevel', 'WARNING'),
-    });
-    this.output.info(`starting ${describeLaunch(this.launch)}`);
-    this.client = new LanguageClient(
-      CLIENT_ID,
-      CLIENT_NAME,
-      { command: this.launch.command, args: this.launch.args },
-      this.clientOptions(),
-    );
+    const address = parseSocketSetting(configuration.get<string>('server.socket', ''));
+    let serverOptions: ServerOptions;
+    let token: string | undefined;
+    if (address) {
+      this.serverDescription = `a connection to ${describeAddress(address)} (from drtriton.server.socket)`;
+      try {
+        token = await readToken(configuration.get<string>('server.tokenFile', ''));
+      } catch (failure) {
+        this.reportStartFailure((failure as Error).message);
+        return;
+      }
+      serverOptions = connectTo(address);
+    } else {
+      const configuredPython = configuration.get<string>('server.pythonPath', '');
+      const launch = resolveServerLaunch({
+        configuredPython,
+        selectedPython: configuredPython.trim() ? undefined : await selectedPythonInterpreter(),
+        logLevel: configuration.get<string>('server.logLevel', 'WARNING'),
+      });
+      this.serverDescription = describeLaunch(launch);
+      serverOptions = { command: launch.command, args: launch.args };
+    }
+    this.output.info(`starting ${this.serverDescription}`);
+    this.client = new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, this.clientOptions(token));
     this.client.onDidChangeState(({ newState }) => {
       this.jobStatus.setServerState(newState === State.Running ? 'running' : newState === State.Starting ? 'starting' : 'stopped');
       this.render();
@@ -60,12 +73,16 @@ class DrtritonExtension {
     try {
       await this.client.start();
     } catch (failure) {
-      this.jobStatus.setServerState('stopped');
-      this.render();
-      const message = `drtriton: the language server did not start (${describeLaunch(this.launch)}): ${String(failure)}`;
-      this.output.error(message);
-      void vscode.window.showErrorMessage(message, 'Show log').then((choice) => choice && this.output.show());
+      this.reportStartFailure(String(failure));
     }
+  }
+
+  private reportStartFailure(reason: string): void {
+    this.jobStatus.setServerState('stopped');
+    this.render();
+    const message = `drtriton: the language server did not start (${this.serverDescription}): ${reason}`;
+    this.output.error(message);
+    void vscode.window.showErrorMessage(message, 'Show log').then((choice) => choice && this.output.show());
   }
 
   /** Stops the server, also one still starting or restarting (stop() returns at once for a stopped client). */
@@ -94,12 +111,16 @@ class DrtritonExtension {
     this.output.show();
   }
 
-  private clientOptions(): LanguageClientOptions {
+  /** `token`: for a server on a socket, sent as `initializationOptions.authToken` and kept out of the log. */
+  private clientOptions(token: string | undefined): LanguageClientOptions {
     const names = this.settingNames;
     return {
       documentSelector: [{ scheme: 'file', language: 'python' }],
-      outputChannel: this.output,
-      initializationOptions: () => serverSettings(vscode.workspace.getConfiguration().get(SECTION), names),
+      outputChannel: token ? redacting(this.output, token) : this.output,
+      initializationOptions: () => {
+        const settings = serverSettings(vscode.workspace.getConfiguration().get(SECTION), names);
+        return token ? { ...settings, authToken: token } : settings;
+      },
       synchronize: { configurationSection: SECTION },
       errorHandler: this.restartPolicy,
       middleware: {

@@ -42,6 +42,45 @@ local function attached_client(bufnr)
   return vim.lsp.get_clients({ bufnr = bufnr, name = M.client_name })[1]
 end
 
+--- The token in `path` (the server's --token-file), without surrounding whitespace; an error says what to fix.
+function M.read_token(path)
+  local file, problem = io.open(vim.fn.expand(path), 'r')
+  if not file then
+    error(('drtriton: cannot read the token file %s (%s); give socket_config the --token-file drtriton-lsp was '
+      .. 'started with'):format(path, problem), 0)
+  end
+  local token = vim.trim(file:read('*a') or '')
+  file:close()
+  if token == '' then
+    error(('drtriton: the token file %s is empty; it must hold the server\'s token'):format(path), 0)
+  end
+  return token
+end
+
+--- Client config fields for a drtriton-lsp you started on a socket, for vim.lsp.config('drtriton', ...):
+--- connect to `address` (a --socket path, or HOST:PORT for --tcp) instead of starting a server, and send the
+--- token in `token_file` as initializationOptions.authToken, read at each start (the plugin never logs it).
+---@param options { address: string, token_file: string }
+---@return vim.lsp.Config
+function M.socket_config(options)
+  vim.validate('address', options.address, 'string')
+  vim.validate('token_file', options.token_file, 'string')
+  local host, port = options.address:match('^(.+):(%d+)$')
+  local cmd
+  if host and not options.address:find('/', 1, true) then
+    cmd = vim.lsp.rpc.connect((host:gsub('^%[(.*)%]$', '%1')), tonumber(port))
+  else
+    cmd = vim.lsp.rpc.connect(vim.fn.expand(options.address))
+  end
+  return {
+    cmd = cmd,
+    before_init = function(params)
+      local token = { authToken = M.read_token(options.token_file) }
+      params.initializationOptions = vim.tbl_extend('force', params.initializationOptions or {}, token)
+    end,
+  }
+end
+
 --- Runs `server_command` on every target in lines [first_line, last_line] (1-based) for which drtriton's
 --- code actions offer it, so the server decides what a target is and what it allows right now.
 function M.run_target_command(server_command, first_line, last_line)

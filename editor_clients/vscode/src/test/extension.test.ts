@@ -2,8 +2,19 @@
  *  and restarted, the palette commands, the status bar and the settings the server receives. */
 
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import * as net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, beforeEach, test } from 'node:test';
-import { CancellationToken, ConfigurationParams, LanguageClientOptions, State, WorkDoneProgressBegin } from 'vscode-languageclient/node';
+import {
+  CancellationToken,
+  ConfigurationParams,
+  LanguageClientOptions,
+  State,
+  StreamInfo,
+  WorkDoneProgressBegin,
+} from 'vscode-languageclient/node';
 
 import { activate, deactivate } from '../extension';
 import { LanguageClient } from './standIns/languageClient';
@@ -216,4 +227,45 @@ test('Restart language server replaces the client', async () => {
   assert.notEqual(latestClient(), first);
   assert.equal(first.state, State.Stopped);
   assert.equal(latestClient().state, State.Running);
+});
+
+test('with drtriton.server.socket, the extension connects there and sends the token file\'s token, never logging it', async () => {
+  const folder = mkdtempSync(join(tmpdir(), 'drtriton-extension-'));
+  const socketPath = join(folder, 'drtriton.sock');
+  const token = 'a-token-of-more-than-32-characters-0123456789';
+  writeFileSync(join(folder, 'token'), `${token}\n`, { mode: 0o600 });
+  const connections: net.Socket[] = [];
+  const server = net.createServer((connection) => connections.push(connection));
+  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+  recorded.settings.set('drtriton.server.socket', socketPath);
+  recorded.settings.set('drtriton.server.tokenFile', join(folder, 'token'));
+  recorded.settings.set('drtriton.device', 'cpu');
+  try {
+    await activated();
+    const client = latestClient();
+    const connect = client.serverOptions as unknown as () => Promise<StreamInfo>;
+    await connect();
+    assert.equal(connections.length, 1, 'the extension connected to the socket instead of starting a server');
+    assert.deepEqual((client.clientOptions.initializationOptions as () => unknown)(), { device: 'cpu', authToken: token });
+    client.clientOptions.outputChannel?.trace(`Params: {"authToken": "${token}"}`);
+    const logged = recorded.outputChannels[0].lines.join('\n');
+    assert.match(logged, new RegExp(`starting a connection to ${socketPath} \\(from drtriton.server.socket\\)`));
+    assert.match(logged, /Params: \{"authToken": "<authToken>"\}/);
+    assert.ok(!logged.includes(token));
+  } finally {
+    connections.forEach((connection) => connection.destroy()); // else close() waits for them
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+test('with drtriton.server.socket but no token file, the extension says what to set and starts nothing', async () => {
+  recorded.settings.set('drtriton.server.socket', '127.0.0.1:2087');
+  await activated();
+  assert.equal(LanguageClient.created.length, 0);
+  assert.deepEqual(recorded.errors, [
+    'drtriton: the language server did not start (a connection to 127.0.0.1:2087 (from drtriton.server.socket)): ' +
+      "drtriton.server.socket is set, so drtriton.server.tokenFile must name the file with the server's token " +
+      '(the --token-file drtriton-lsp was started with)',
+  ]);
+  assert.equal(statusText(), '$(error) drtriton: server stopped');
 });

@@ -39,6 +39,9 @@ export class OutputChannelStandIn {
   readonly lines: string[] = [];
   shown = 0;
   constructor(readonly name: string) {}
+  trace(line: string): void {
+    this.lines.push(`trace ${line}`);
+  }
   info(line: string): void {
     this.lines.push(`info ${line}`);
   }
