@@ -35,12 +35,10 @@ FORBIDDEN_PATHS = (
     "functools.singledispatch", "functools.singledispatchmethod",
 )
 
-# Built-in names that read or change code, modules and objects by name, or reach files and the interpreter.
+# Built-in names that read or change code, modules and objects by name, or reach files and the interpreter. (Names a
+# model's own code often uses, such as `input` and `dir`, are not here: they can only hurt the candidate itself.)
 FORBIDDEN_BUILTINS = frozenset(
-    {
-        "__import__", "breakpoint", "compile", "delattr", "dir", "eval", "exec", "exit", "getattr", "globals",
-        "help", "input", "locals", "memoryview", "open", "quit", "setattr", "vars",
-    }
+    {"__import__", "breakpoint", "compile", "delattr", "eval", "exec", "getattr", "globals", "locals", "open", "setattr", "vars"}
 )
 
 # Attribute names that reach modules the policy forbids (many modules keep `sys`, `os`... as attributes), stack
@@ -252,13 +250,14 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         name = node.attr
-        if _is_dunder(name) and name != "__init__":
+        path = self._path_of(node)
+        aten_op = path is not None and path.startswith("torch.ops.aten.")  # e.g. torch.ops.aten.__and__.Tensor
+        if _is_dunder(name) and name != "__init__" and not aten_op:
             self._forbid(node, f"reads the special attribute {name}")
         if name in FORBIDDEN_ATTRIBUTES:
             self._forbid(node, f"reaches {name} through {ast.unparse(node)}")
-        if name.startswith("_") and not _is_dunder(name) and _root_name(node) != "self":
+        if name.startswith("_") and not _is_dunder(name) and _root_name(node) != "self" and not aten_op:
             self._forbid(node, f"reads the private attribute {ast.unparse(node)}")
-        path = self._path_of(node)
         if path is not None and any(path == p or path.startswith(p + ".") for p in FORBIDDEN_PATHS):
             self._forbid(node, f"uses {path}")
         self.generic_visit(node)

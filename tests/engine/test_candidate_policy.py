@@ -150,3 +150,8 @@ def test_kernel_bodies_may_call_triton_tensor_methods_and_other_kernels():
         )
     )
     assert policy_violation(source) is None
+
+
+def test_kept_aten_ops_with_special_names_and_a_parameter_named_input_pass():
+    source = candidate(body="mask = torch.ops.aten.__and__.Tensor(out > 0, out < 1)\ninput = out\nout = input")
+    assert policy_violation(source) is None
