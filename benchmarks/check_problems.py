@@ -1,5 +1,6 @@
-"""Check a folder of KernelBench-form problems on a CPU: each runs in eager with its size constants shrunk, and
-torch.export captures it at full size the way the pipeline's capture worker does; a table says what failed and why.
+"""Check a folder of KernelBench-form problems on a CPU: each runs in eager with its size constants shrunk, then is
+captured at full size as the pipeline's capture worker does and compiled with the default schedule; prints per
+problem what failed and why (no verification, no kernels run).
 
 Usage: python benchmarks/check_problems.py benchmarks/problems/models [--match NAME] [--json OUT] [--no-export]
 Full-size capture allocates each problem's real inputs and weights (up to about 1 GB each), one problem at a time.
