@@ -82,7 +82,7 @@ def floating_dtypes(model: torch.nn.Module, inputs: list[Any]) -> list[str]:
 
 
 def tensor_megabytes(values: Any) -> float:
-    """Bytes of the tensors among `values` in MB; symbolic sizes (export's fake outputs) count at their example value."""
+    """Bytes of the tensors among `values` in MB; a symbolic size (export's fake outputs) counts at its example."""
     tensors = [v for v in (values if isinstance(values, (list, tuple)) else [values]) if isinstance(v, torch.Tensor)]
     return sum(math.prod(_example_size(d) for d in t.shape) * t.element_size() for t in tensors) / 1e6
 

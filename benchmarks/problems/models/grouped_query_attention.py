@@ -2,7 +2,8 @@
 128), keys and values repeated to the query heads with repeat_interleave, causal
 F.scaled_dot_product_attention, output projection; 4 x 2048 tokens x 4096 hidden in bfloat16 (67 MB in and out).
 
-About 0.8 TFLOP: four GEMMs (0.69 TFLOP) and causal attention; the repeat is a copy eager makes and a kernel can index instead.
+About 0.8 TFLOP: four GEMMs (0.69 TFLOP) and causal attention; the repeat is a copy eager makes and a kernel can
+index instead.
 """
 
 import torch
