@@ -309,6 +309,23 @@ def test_the_roofline_chart_draws_each_timed_problem_and_the_targets_it_is_held_
     assert any("1 problem(s) not drawn" in (text or "") for text in texts)
 
 
+def test_the_speedup_chart_colours_the_models_suite_categories_and_lists_only_those_drawn():
+    timed = [
+        record("models/conv_bn_relu.py", "cnn", vs_eager=2.0, vs_compile=0.5),
+        record("models/gru_cell.py", "rnn", vs_eager=1.0, vs_compile=1.5),
+        record("models/mystery.py", "mystery", vs_eager=1.0, vs_compile=1.2),
+    ]
+    root = ElementTree.fromstring(speedup_chart(timed, "speedups"))
+    fills = {
+        bar.find(f"{SVG}title").text.split(":")[0]: bar.get("fill")
+        for bar in root.iter(f"{SVG}rect")
+        if bar.get("class") == "bar"
+    }
+    assert len(set(fills.values())) == 3  # cnn, rnn and the grey of an unknown category
+    legend = [text.text for text in root.iter(f"{SVG}text") if text.get("y") == "41"]
+    assert legend == ["cnn", "rnn", "other"]
+
+
 def test_charts_without_timings_say_that_no_speed_was_measured():
     root = ElementTree.fromstring(speedup_chart([record("single_op/relu.py", "single_op")], "speedups"))
     assert not [rect for rect in root.iter(f"{SVG}rect") if rect.get("class") == "bar"]

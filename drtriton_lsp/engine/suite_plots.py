@@ -12,7 +12,16 @@ from xml.sax.saxutils import escape, quoteattr
 
 from drtriton_lsp.engine.roofline import BANDWIDTH_TARGET, LIBRARY_TARGET
 
-CATEGORY_COLORS = {"single_op": "#4c72b0", "fusion": "#dd8452"}
+CATEGORY_COLORS = {
+    "single_op": "#4c72b0",
+    "fusion": "#dd8452",
+    "cnn": "#55a868",
+    "transformer": "#c44e52",
+    "gemm": "#8172b3",
+    "loss": "#937860",
+    "rnn": "#da8bc3",
+    "network": "#ccb974",
+}
 OTHER_COLOR = "#8c8c8c"
 CEILING_COLORS = {"copy": "#55a868", "library": "#8172b3"}
 TARGET_COLORS = {"copy": "#2d6a3e", "library": "#4b3f80"}
@@ -57,7 +66,8 @@ def speedup_chart(records: list[dict[str, Any]], title: str) -> str:
         color = CATEGORY_COLORS.get(record["category"], OTHER_COLOR)
         canvas.bar(index, top, max(bottom - top, 1.0), color, f"{record['problem']}: {speedup:.2f}x vs torch.compile")
         canvas.x_label(index, record["problem"])
-    legend = [(color, name.replace("_", "-")) for name, color in CATEGORY_COLORS.items()]
+    drawn_categories = {r["category"] for r in drawn}
+    legend = [(color, name.replace("_", "-")) for name, color in CATEGORY_COLORS.items() if name in drawn_categories]
     if any(r["category"] not in CATEGORY_COLORS for r in drawn):
         legend.append((OTHER_COLOR, "other"))
     canvas.legend(legend)
