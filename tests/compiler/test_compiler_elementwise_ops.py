@@ -264,8 +264,13 @@ def test_nan_and_infinity_propagate_as_in_pytorch(run_hybrid):
     test_input = torch.cat([special, normal((37 * 53 - special.numel(),))]).reshape(TEST_SHAPE)
     program, actual, expected = run_hybrid(OneInput(activations), (normal(CAPTURE_SHAPE),), (test_input,))
     assert program.kept_ops == ()
-    for got, want in zip(actual, expected):
-        torch.testing.assert_close(got, want, equal_nan=True)
+    # PyTorch's CPU result at the special values depends on the vector width of the machine's CPU (gelu(inf) is
+    # NaN in its AVX-512 path, inf one element at a time): the special values are compared with one-element calls
+    one_at_a_time = [torch.stack([out.reshape(-1)[0] for out in activations(value.reshape(1))]) for value in special]
+    for index, (got, want) in enumerate(zip(actual, expected)):
+        want = want.clone().reshape(-1)
+        want[: special.numel()] = torch.stack([row[index] for row in one_at_a_time]).to(want.device)
+        torch.testing.assert_close(got.reshape(-1), want, equal_nan=True)
 
 
 LOW_PRECISION_CASES = {
