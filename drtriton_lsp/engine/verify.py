@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from drtriton_lsp.engine.task import Task
 from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
+from drtriton_lsp.source.dispatch import is_dispatch_helper_statement
 
 # Every reason a candidate can be rejected for, with the sentence a report shows.
 REJECTION_REASONS = {
@@ -75,16 +76,20 @@ def static_rejection(candidate_source: str) -> Verdict | None:
         return Verdict(False, "import_error", f"syntax error at line {error.lineno}: {error.msg}")
     has_kernel = False
     has_model_new = False
-    for node in ast.walk(tree):
+    # A written-back candidate defines its own Model (ModelNew = Model) and carries the dispatch helper,
+    # whose guarded `import triton` is the one try statement allowed.
+    defines_model = any(isinstance(node, ast.ClassDef) and node.name == "Model" for node in tree.body)
+    checked = [statement for statement in tree.body if not is_dispatch_helper_statement(statement)]
+    for node in (inner for statement in checked for inner in ast.walk(statement)):
         if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
             return Verdict(False, "try_except_fallback", f"try statement at line {node.lineno}")
-        if isinstance(node, ast.Name) and node.id == "Model":
+        if isinstance(node, ast.Name) and node.id == "Model" and not defines_model:
             return Verdict(False, "calls_reference", f"the name Model is used at line {node.lineno}")
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [alias.name for alias in node.names] + [getattr(node, "module", None) or ""]
             if any("drtriton_task" in name for name in names):
                 return Verdict(False, "calls_reference", f"the task module is imported at line {node.lineno}")
-        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+        if isinstance(node, ast.ClassDef) and node.name == "ModelNew" or _assigns(node, "ModelNew"):
             has_model_new = True
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             has_kernel = has_kernel or any(_is_triton_jit(d) for d in node.decorator_list)
@@ -93,6 +98,10 @@ def static_rejection(candidate_source: str) -> Verdict | None:
     if not has_kernel:
         return Verdict(False, "no_triton_kernel", "")
     return None
+
+
+def _assigns(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
 
 
 def _is_triton_jit(decorator: ast.expr) -> bool:

@@ -15,7 +15,6 @@ from lsprotocol import types
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.server.generate import request_generate
 from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_from_arguments
-from drtriton_lsp.source.writeback import write_back
 
 APPLY = "drtriton.apply"
 RERUN_GENERATE = "Re-run generate"
@@ -63,12 +62,11 @@ def register(server: DrtritonLanguageServer) -> None:
             ls.in_background(_offer_rerun(ls, uri, name, message))
             return {"applied": False, "message": message}
         from drtriton_lsp.engine.pipeline import provenance_text  # imports torch; a job already did
+        from drtriton_lsp.source.writeback import write_back  # libcst: loaded on the first apply, not at start-up
 
         outcome = result.outcome
         try:
-            written = write_back(
-                result.source_text, name, outcome.program, provenance_text(outcome), mode_dependent=outcome.mode_dependent
-            )
+            written = write_back(result.source_text, name, outcome.program, provenance_text(outcome), outcome.guards)
         except DrtritonError as problem:
             return _refuse(ls, f"{name}: {problem.message} {problem.hint}")
         edit = ls.document_edit(document, line_edits(result.source_text, written))

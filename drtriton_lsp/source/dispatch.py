@@ -1,0 +1,384 @@
+"""The dispatch helper every written block carries, and the specialization table its decorator checks.
+
+One canonical text (`DISPATCH_HELPER`), copied verbatim into each block so that a block is self-contained
+and a static policy can recognise the helper by AST equality (`is_dispatch_helper_statement`).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import math
+import re
+from typing import Any
+
+from drtriton_lsp.errors import SourceError
+
+DISPATCH_DECORATOR = "drtriton_dispatch"
+
+# NOTE: this text is a contract. The verifier's static policy accepts, in candidate code, exactly
+# these statements (compared as ASTs), so any change here is a change to what that policy trusts.
+# It must run wherever the user's file runs: plain Python, torch, and Triton only if installed.
+DISPATCH_HELPER = '''\
+import functools as _drtriton_functools
+import inspect as _drtriton_inspect
+import math as _drtriton_math
+import os as _drtriton_os
+import warnings as _drtriton_warnings
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # no Triton here: every decorated call runs the original code
+    triton = tl = None
+
+
+class DrtritonDefinition:
+    """A function, class, enum member or object in a specialization, known by its module and name.
+
+    module None is the module that holds the decorated code. kind "object" also compares the
+    object's attributes, "partial" a functools.partial's function and arguments, "opaque" only its type.
+    """
+
+    drtriton_pattern = True
+
+    def __init__(self, kind, module, qualname, detail=None):
+        self.kind = kind
+        self.module = module
+        self.qualname = qualname
+        self.detail = detail
+
+    def __repr__(self):
+        return f"{self.module + '.' if self.module else ''}{self.qualname}"
+
+    def matches(self, value, home):
+        if self.kind == "partial":
+            function, arguments, keywords = self.detail
+            return (
+                isinstance(value, _drtriton_functools.partial)
+                and drtriton_same(value.func, function, home)
+                and drtriton_same(value.args, arguments, home)
+                and drtriton_same(value.keywords, keywords, home)
+            )
+        definition = value if self.kind in ("function", "class") else type(value)
+        definition = getattr(definition, "__func__", definition)  # a bound method: its function
+        if (
+            getattr(definition, "__module__", None) != (self.module or home)
+            or getattr(definition, "__qualname__", None) != self.qualname
+        ):
+            return False
+        if self.kind == "enum":
+            return getattr(value, "name", None) == self.detail
+        if self.kind == "object":
+            attributes = getattr(value, "__dict__", None)
+            return isinstance(attributes, dict) and drtriton_same(attributes, self.detail, home)
+        return True
+
+
+def drtriton_same(value, expected, home):
+    """Whether `value` is the value the kernels were specialised on: same kind of value and equal
+    (a float must be a float; -0.0 differs from 0.0 and NaN matches NaN; torch.Size counts as a tuple)."""
+    if getattr(type(expected), "drtriton_pattern", False):
+        return expected.matches(value, home)
+    if isinstance(expected, float):
+        if type(value) is not float:
+            return False
+        if value != value or expected != expected:
+            return value != value and expected != expected
+        return value == expected and _drtriton_math.copysign(1.0, value) == _drtriton_math.copysign(1.0, expected)
+    if isinstance(expected, (tuple, list)):
+        return (
+            isinstance(value, type(expected))
+            and len(value) == len(expected)
+            and all(drtriton_same(item, want, home) for item, want in zip(value, expected))
+        )
+    if isinstance(expected, dict):
+        return (
+            isinstance(value, dict)
+            and value.keys() == expected.keys()
+            and all(drtriton_same(value[key], want, home) for key, want in expected.items())
+        )
+    return type(value) is type(expected) and value == expected
+
+
+def drtriton_dispatch(triton_forward, specialization, is_method=True):
+    """Run `triton_forward` in place of the decorated PyTorch code when the call is one it was verified for.
+
+    The kernels run only when no gradient is needed (they have no backward pass), every tensor is on
+    one CUDA device (or TRITON_INTERPRET=1 runs Triton on the CPU), and every value in
+    `specialization` holds: the module's scalar attributes and submodule classes, parameter and input
+    dtypes, ranks and fixed sizes, argument values (defaults included), module constants, and the
+    training mode. Any other call runs the original, kept as `.reference`; a failed value check says
+    so once through `warnings`. A function's Triton forward receives None for `self`.
+    """
+
+    def decorate(reference):
+        signature = _drtriton_inspect.signature(reference)
+        names = list(signature.parameters)
+        plain_signature = all(
+            parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+            for parameter in signature.parameters.values()
+        )
+        home = reference.__module__
+        owner = reference.__qualname__.rpartition(".")[0] if is_method else reference.__qualname__
+        original = f"{owner}.forward" if is_method else owner
+        missing = object()
+        warned = set()
+
+        def resolve(root, path):
+            for name in path.split(".") if path else ():
+                root = getattr(root, name, missing)
+            return root
+
+        def shown(value):
+            return "missing" if value is missing else repr(value)
+
+        def bind(args, kwargs):
+            if not kwargs and plain_signature and len(args) == len(names):
+                return dict(zip(names, args))
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:  # a call the original rejects: let it say so in its own words
+                return None
+            bound.apply_defaults()
+            return bound.arguments
+
+        tensors = []  # (label, where: "module" or "argument", path or name, dtype, sizes with None where free)
+        values = []  # (label, where, path or name, expected)
+        sizes = []  # (label, [(argument, dim)], low, high): dims that share one free size
+        modes = []
+        for kind, name, *expected in specialization:
+            if kind in ("parameter", "buffer"):
+                tensors.append((f"{owner}.{name}", "module", name, *expected))
+            elif kind == "tensor":
+                tensors.append((f"argument {name!r}", "argument", name, *expected))
+            elif kind == "attribute":
+                values.append((f"{owner}.{name}", "module", name, expected[0]))
+            elif kind == "class_attribute":
+                values.append((f"{owner}.{name} (a class attribute)", "class", name, expected[0]))
+            elif kind == "module":
+                values.append((f"the class of {owner}.{name}", "type", name, expected[0]))
+            elif kind == "argument":
+                values.append((f"argument {name!r}", "argument", name, expected[0]))
+            elif kind == "global":
+                values.append((f"{name} (module constant)", "global", name, expected[0]))
+            elif kind == "sizes":
+                sizes.append((" and ".join(f"{place}.shape[{dim}]" for place, dim in name), name, *expected))
+            elif kind == "training":
+                modes.append(name)
+        watch_hooks = any(where == "type" for _, where, *_ in values)
+
+        def value_of(where, name, module, arguments):
+            if where == "argument":
+                return arguments.get(name, missing)
+            if where == "global":
+                return reference.__globals__.get(name, missing)
+            if where == "class":
+                path, _, attribute = name.rpartition(".")
+                return getattr(type(resolve(module, path)), attribute, missing)
+            found = resolve(module, name)
+            return type(found) if where == "type" else found
+
+        def mismatch(module, arguments, found):
+            """(guard, sentence) for the first value the kernels were not verified for; None if none."""
+            for (label, _, _, dtype, shape), tensor in zip(tensors, found):
+                if tensor.dtype != dtype or tensor.dim() != len(shape):
+                    return label, (
+                        f"{label} is {tensor.dtype} with {tensor.dim()} dims, "
+                        f"the kernels were verified for {dtype} with {len(shape)} dims"
+                    )
+                for dim, (size, want) in enumerate(zip(tensor.shape, shape)):
+                    if want is not None and size != want:
+                        return label, f"{label} has size {size} in dim {dim}, the kernels were verified for {want}"
+            for label, places, low, high in sizes:
+                seen = sorted({arguments[name].shape[dim] for name, dim in places})
+                if len(seen) > 1 or seen[0] < low or (high is not None and seen[0] > high):
+                    span = f"from {low} to {high}" if high is not None else f"of {low} or more"
+                    return label, f"{label} is {seen}, the kernels were verified for one size {span}"
+            for label, where, name, expected in values:
+                value = value_of(where, name, module, arguments)
+                if not drtriton_same(value, expected, home):
+                    return label, f"{label} is {shown(value)}, the kernels were verified for {expected!r}"
+            if modes:
+                flags = {submodule.training for submodule in module.modules()}
+                if modes[0] == "eval" and True in flags:
+                    return "training", f"{owner} is in training mode, the kernels were verified in eval mode (call .eval())"
+                if len(flags) > 1:
+                    return "training", f"{owner} mixes training and eval submodules, the kernels were verified in one mode"
+            if watch_hooks:
+                for path, submodule in module.named_modules():
+                    if submodule is not module and (submodule._forward_hooks or submodule._forward_pre_hooks):
+                        return f"hooks on {path}", f"{owner}.{path} has a forward hook, which the kernels would skip"
+            return None
+
+        @_drtriton_functools.wraps(reference)
+        def dispatch(*args, **kwargs):
+            if triton_forward is None:
+                reason = ("triton", "Triton is not installed")
+            else:
+                arguments = None if torch.compiler.is_compiling() else bind(args, kwargs)
+                if arguments is None:
+                    return reference(*args, **kwargs)
+                module = args[0] if is_method else None
+                found = [
+                    resolve(module, name) if where == "module" else arguments.get(name, missing)
+                    for _, where, name, *_ in tensors
+                ]
+                plain = bool(found) and all(
+                    type(tensor) in (torch.Tensor, torch.nn.Parameter) and tensor.layout == torch.strided
+                    for tensor in found
+                )
+                if not plain or (torch.is_grad_enabled() and any(tensor.requires_grad for tensor in found)):
+                    return reference(*args, **kwargs)  # not plain tensors, or a gradient is needed (no backward pass)
+                device = found[0].device
+                interpreted = _drtriton_os.environ.get("TRITON_INTERPRET") == "1"
+                if any(tensor.device != device for tensor in found) or not (interpreted or device.type == "cuda"):
+                    return reference(*args, **kwargs)
+                reason = mismatch(module, arguments, found)
+                if reason is None:
+                    passed = [arguments[name] for name in names[1 if is_method else 0:]]
+                    if device.type == "cuda" and device.index != torch.cuda.current_device():
+                        with torch.cuda.device(device):
+                            return triton_forward(module, *passed)
+                    return triton_forward(module, *passed)
+            guard, sentence = reason
+            if guard not in warned:
+                warned.add(guard)
+                _drtriton_warnings.warn(f"drtriton: {sentence}; running the original {original}", stacklevel=2)
+            return reference(*args, **kwargs)
+
+        dispatch.reference = reference
+        return dispatch
+
+    return decorate
+'''
+
+
+@functools.lru_cache(maxsize=1)
+def _helper_statement_dumps() -> frozenset[str]:
+    return frozenset(ast.dump(statement) for statement in ast.parse(DISPATCH_HELPER).body)
+
+
+def is_dispatch_helper_statement(statement: ast.stmt) -> bool:
+    """Whether a top-level statement is one of the dispatch helper's, exactly (compared as an AST)."""
+    return ast.dump(statement) in _helper_statement_dumps()
+
+
+def render_dispatch_helper(newline: str = "\n") -> str:
+    """The helper's text with the file's line ending."""
+    return DISPATCH_HELPER.replace("\n", newline)
+
+
+def specialization_name(forward_function: str) -> str:
+    """`RMS_NORM_SPECIALIZATION` for the forward function `rms_norm_triton_forward`."""
+    return f"{forward_function.removesuffix('_triton_forward').upper()}_SPECIALIZATION"
+
+
+def render_specialization(name: str, guards: list[dict[str, Any]]) -> str:
+    """`NAME = (...)`: the guards as Python source, one per line, in the form drtriton_dispatch reads.
+
+    guards: what capture recorded (see engine/specialization.py). Raises SourceError for a guard
+    that is not in that form (drtriton only ever writes values it can spell as plain Python).
+    """
+    lines = [f"{name} = ("]
+    for guard in guards:
+        kind = guard["kind"]
+        if kind in ("parameter", "buffer", "tensor"):
+            entry = [repr(guard["name"]), f"torch.{_identifier(guard['dtype'])}", _python(guard["shape"], tuple_of=True)]
+        elif kind == "sizes":
+            places = tuple((str(name), int(axis)) for name, axis in guard["dims"])
+            high = None if guard["high"] is None else int(guard["high"])
+            entry = [repr(places), repr(int(guard["low"])), repr(high)]
+        elif kind == "training":
+            entry = [repr(guard["name"])]
+        elif kind in ("attribute", "class_attribute", "module", "argument", "global"):
+            entry = [repr(guard["name"]), _python(guard["value"])]
+        else:
+            raise SourceError(f"drtriton cannot write a guard of kind {kind!r}.", "This is a drtriton bug; please report it.")
+        lines.append(f"    ({repr(kind)}, {', '.join(entry)}),")
+    lines.append(")")
+    text = "\n".join(lines) + "\n"
+    ast.parse(text)  # a malformed value fails here, not in the user's file
+    return text
+
+
+def describe_guard(guard: dict[str, Any], owner: str) -> str:
+    """One guard in words, for the report and the provenance comment."""
+    kind = guard["kind"]
+    if kind == "sizes":
+        dims = " = ".join(f"{place}.shape[{axis}]" for place, axis in guard["dims"])
+        span = f"{guard['low']}..{guard['high']}" if guard["high"] is not None else f">= {guard['low']}"
+        return f"free size {dims} ({span})"
+    name = guard["name"]
+    if kind in ("parameter", "buffer"):
+        return f"{owner}.{name}: {guard['dtype']} {_shape_text(guard['shape'])}"
+    if kind == "tensor":
+        return f"{name}: {guard['dtype']} {_shape_text(guard['shape'])}"
+    if kind == "training":
+        return f"{owner} in eval mode" if name == "eval" else f"{owner} and its submodules all in one mode"
+    value = _python(guard["value"])
+    if kind == "attribute":
+        return f"{owner}.{name} == {value}"
+    if kind == "class_attribute":
+        return f"{owner}.{name} == {value} (class attribute)"
+    if kind == "module":
+        return f"{owner}.{name} is a {value}"
+    if kind == "argument":
+        return f"argument {name} == {value}"
+    return f"module constant {name} == {value}"
+
+
+def _shape_text(shape: list[int | None]) -> str:
+    return "[" + ", ".join("*" if size is None else str(size) for size in shape) + "]"
+
+
+def _identifier(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_]\w*", text):
+        raise SourceError(f"drtriton cannot write {text!r} as a torch name.", "This is a drtriton bug; please report it.")
+    return text
+
+
+def _python(value: Any, tuple_of: bool = False) -> str:
+    """Python source for a value encoded by engine/specialization.py (`tuple_of`: a list written as a tuple)."""
+    if isinstance(value, list) and tuple_of:
+        return _sequence("(", [_python(item) for item in value], ")", tuple_=True)
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if not isinstance(value, dict) or len(value) != 1 and "object" not in value:
+        raise SourceError(f"drtriton cannot write the value {value!r} as Python.", "This is a drtriton bug; please report it.")
+    tag, content = next(iter(value.items()))
+    if tag == "float":
+        number = float(content)
+        return repr(number) if math.isfinite(number) else f'float("{number}")'
+    if tag == "tuple":
+        return _sequence("(", [_python(item) for item in content], ")", tuple_=True)
+    if tag == "list":
+        return _sequence("[", [_python(item) for item in content], "]")
+    if tag == "dict":
+        return _sequence("{", [f"{_python(key)}: {_python(item)}" for key, item in content], "}")
+    if tag == "torch":
+        return f"torch.{_identifier(content)}"
+    if tag == "device":
+        return f"torch.device({str(content)!r})"
+    if tag in ("function", "class", "opaque"):
+        module, qualname = content
+        return f"DrtritonDefinition({tag!r}, {module!r}, {qualname!r})"
+    if tag == "enum":
+        module, qualname, member = content
+        return f"DrtritonDefinition('enum', {module!r}, {qualname!r}, {member!r})"
+    if tag == "partial":
+        function, arguments, keywords = content
+        detail = f"({_python(function)}, {_python(arguments)}, {_python(keywords)})"
+        return f"DrtritonDefinition('partial', 'functools', 'partial', {detail})"
+    if tag == "object":
+        module, qualname = content
+        return f"DrtritonDefinition('object', {module!r}, {qualname!r}, {_python(value['attributes'])})"
+    raise SourceError(f"drtriton cannot write a value tagged {tag!r} as Python.", "This is a drtriton bug; please report it.")
+
+
+def _sequence(opening: str, items: list[str], closing: str, tuple_: bool = False) -> str:
+    if tuple_ and len(items) == 1:
+        return f"{opening}{items[0]},{closing}"
+    return f"{opening}{', '.join(items)}{closing}"
