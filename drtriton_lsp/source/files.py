@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from drtriton_lsp.errors import DrtritonError
 
 BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+# How long a write opened before the rename may take to land and still be noticed (an editor's save: microseconds).
+LATE_WRITE_GRACE_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,9 @@ def replace_if_unchanged(path: Path, expected: bytes, new: bytes) -> None:
 
     The new bytes go to a temporary file beside it first. A second name (a hard link) keeps the file's
     current content reachable while the rename puts the new one in place; after the rename that content
-    is checked again, so an edit that landed between the first check and the rename is noticed and the
-    user's file is put back. An edit saved after the rename goes to the new file and stays.
+    is checked again, so an edit that landed between the first check and the rename (or through a file
+    handle opened before it, within LATE_WRITE_GRACE_S) is noticed and the user's file is put back. An
+    edit saved after the rename goes to the new file and stays.
     """
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".drtriton.tmp")
     keep = f"{temporary}.original"
@@ -75,6 +79,9 @@ def replace_if_unchanged(path: Path, expected: bytes, new: bytes) -> None:
             os.replace(temporary, path)
             return
         os.replace(temporary, path)
+        # NOTE: an editor that opened the file just before the rename writes its save into the old content
+        # (now reachable only through `keep`) a moment later; waiting this long before the last check sees it.
+        time.sleep(LATE_WRITE_GRACE_S)
         if Path(keep).read_bytes() != expected:
             _put_back(path, keep, new)
             raise _changed(path)
