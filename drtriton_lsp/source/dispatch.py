@@ -183,12 +183,14 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True):
 
         def mismatch(module, arguments, found):
             """(guard, sentence) for the first value the kernels were not verified for; None if none."""
+            cls = type(module)
+            if is_method and (cls.__module__ != home or cls.__qualname__ != owner):
+                return "class", f"{cls.__name__} is not {owner} (a subclass may change what forward computes)"
             for (label, _, _, dtype, shape), tensor in zip(tensors, found):
-                if tensor.dtype != dtype or tensor.dim() != len(shape):
-                    return label, (
-                        f"{label} is {tensor.dtype} with {tensor.dim()} dims, "
-                        f"the kernels were verified for {dtype} with {len(shape)} dims"
-                    )
+                if tensor.dtype != dtype:
+                    return label, f"{label} is {tensor.dtype}, the kernels were verified for {dtype}"
+                if tensor.dim() != len(shape):
+                    return label, f"{label} has {tensor.dim()} dims, the kernels were verified for {len(shape)}"
                 for dim, (size, want) in enumerate(zip(tensor.shape, shape)):
                     if want is not None and size != want:
                         return label, f"{label} has size {size} in dim {dim}, the kernels were verified for {want}"
