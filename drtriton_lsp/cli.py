@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     optimize.add_argument("--json", type=Path, help="write the report (a list of reports for several targets) as JSON")
     optimize.add_argument("--markdown", type=Path, help="write the report as Markdown")
     optimize.add_argument("--write", action="store_true", help="write verified kernels back into FILE")
+    optimize.add_argument(
+        "--write-test",
+        action="store_true",
+        help="with --write: also write a pytest file per kernel (beside FILE, or in its tests/ folder) comparing "
+        "the kernels with the original, and write nothing unless it passes",
+    )
     optimize.add_argument("--trials", type=int, default=5, help="verification trials with fresh inputs (default 5)")
     optimize.add_argument(
         "--search",
@@ -201,7 +207,9 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
     if args.markdown:
         args.markdown.write_text("\n".join(to_markdown(r) for r in reports))
     if args.write:
-        write_verified(source_file, outcomes, console, provenance_text)
+        write_verified(source_file, outcomes, console, provenance_text, with_tests=args.write_test)
+    elif args.write_test:
+        raise DrtritonError("--write-test writes a test for the kernels --write writes", "add --write")
     return EXIT_OK if all(o.verified for o in outcomes) else EXIT_NOT_VERIFIED
 
 
@@ -245,10 +253,16 @@ def choose_targets(availability: list[Any], path: str) -> list[str]:
     )
 
 
-def write_verified(source_file, outcomes, console: Console, provenance_text) -> None:
-    """Apply every verified target's edit to the text we read; write only if the file still holds those bytes."""
+def write_verified(source_file, outcomes, console: Console, provenance_text, *, with_tests: bool = False) -> None:
+    """Apply every verified target's edit to the text we read; write only if the file still holds those bytes.
+
+    with_tests: also write a regression test per kernel, each run against the new text first (nothing is
+    written unless every one passes).
+    """
     from drtriton_lsp.engine.report import worth_writing_back
+    from drtriton_lsp.source.extract import example_input_expressions
     from drtriton_lsp.source.files import replace_if_unchanged
+    from drtriton_lsp.source.regression_test import check_regression_test, regression_test, write_regression_test
     from drtriton_lsp.source.writeback import write_back
 
     text = source_file.text
@@ -271,8 +285,22 @@ def write_verified(source_file, outcomes, console: Console, provenance_text) -> 
         written.append(outcome.report["target"])
     if not written:
         return
-    replace_if_unchanged(source_file.path, source_file.raw, source_file.encoded(text))
+    new_bytes = source_file.encoded(text)
+    tests = []
+    if with_tests:
+        for outcome in outcomes:
+            target = outcome.report["target"]
+            if target in written:
+                inputs = example_input_expressions(source_file.text, target, str(source_file.path))
+                tests.append(regression_test(source_file.path, target, outcome.task.kind, inputs, outcome.guards))
+        for test in tests:
+            say(console, "testing: ", "bold", f"running {test.path.name} against the new {source_file.path.name}")
+            check_regression_test(test, source_file.path, new_bytes)
+    replace_if_unchanged(source_file.path, source_file.raw, new_bytes)
     say(console, "wrote ", "green", f"{', '.join(written)} into {source_file.path}")
+    for test in tests:
+        write_regression_test(test)
+        say(console, "wrote ", "green", f"{test.path} (it passed against the new file)")
 
 
 def verify_command(args: argparse.Namespace, console: Console) -> int:

@@ -320,7 +320,7 @@ def describe_guard(guard: dict[str, Any], owner: str) -> str:
         return f"{name}: {guard['dtype']} {_shape_text(guard['shape'])}"
     if kind == "training":
         return f"{owner} in eval mode" if name == "eval" else f"{owner} and its submodules all in one mode"
-    value = _python(guard["value"])
+    value = _readable(guard["value"])
     if kind == "attribute":
         return f"{owner}.{name} == {value}"
     if kind == "class_attribute":
@@ -330,6 +330,22 @@ def describe_guard(guard: dict[str, Any], owner: str) -> str:
     if kind == "argument":
         return f"argument {name} == {value}"
     return f"module constant {name} == {value}"
+
+
+def _readable(value: Any) -> str:
+    """A value in a guard's description: as Python, with definitions by their dotted name."""
+    if isinstance(value, dict) and len(value) <= 2:
+        tag, content = next(iter(value.items()))
+        if tag in ("function", "class", "object"):
+            module, qualname = content
+            return f"{module + '.' if module else ''}{qualname}" + (" (its attributes too)" if tag == "object" else "")
+        if tag == "opaque":
+            module, qualname = content
+            return f"an instance of {module + '.' if module else ''}{qualname} (its type only)"
+        if tag == "enum":
+            module, qualname, member = content
+            return f"{qualname}.{member}"
+    return _python(value)
 
 
 def _shape_text(shape: list[int | None]) -> str:

@@ -138,6 +138,19 @@ def extract_task(source: str, target_name: str, path: str | None = None) -> Task
     )
 
 
+def example_input_expressions(source: str, target_name: str, path: str | None = None) -> tuple[str, str]:
+    """(inputs, init): Python expressions, evaluated in the user's module, giving the target's example forward
+    arguments and constructor arguments, where extract_task finds them (pragma or get_inputs/get_init_inputs)."""
+    parsed = parse_file(source, path)
+    located, all_located = find_located_target(parsed, target_name)
+    inputs = _resolve_inputs(parsed, located, all_located)
+    if inputs.inputs_from == "pragma":
+        pragmas = _read_pragmas(parsed, located.target)
+        return pragmas["inputs"][0], pragmas["init"][0] if "init" in pragmas else "[]"
+    has_init = any(statement.defines("get_init_inputs", ast.FunctionDef) for statement in inputs.statements)
+    return "get_inputs()", "get_init_inputs()" if has_init else "[]"
+
+
 @dataclass(frozen=True)
 class _ExampleInputs:
     """Where a target's example inputs come from: file functions to copy and generated ones."""
