@@ -168,6 +168,9 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
     source_file = read_source_file(args.file)
     original = source_file.text
     names = [args.target] if args.target else choose_targets(targets_with_inputs(original, path), path)
+    if args.write_test and not args.write:
+        raise DrtritonError("--write-test writes a test for the kernels that --write writes, and --write is missing",
+                            "add --write (or leave out --write-test)")
     if args.schedule and not args.target:
         raise DrtritonError(
             "--schedule applies to one target, and none was named",
@@ -208,8 +211,6 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
         args.markdown.write_text("\n".join(to_markdown(r) for r in reports))
     if args.write:
         write_verified(source_file, outcomes, console, provenance_text, with_tests=args.write_test)
-    elif args.write_test:
-        raise DrtritonError("--write-test writes a test for the kernels --write writes", "add --write")
     return EXIT_OK if all(o.verified for o in outcomes) else EXIT_NOT_VERIFIED
 
 

@@ -151,3 +151,36 @@ def test_the_written_file_matches_the_original_for_every_instance_and_call(targe
         assert result["same_dtype"] and result["error"] <= 1e-4, f"{target}, {label}: {result}"
     for label in MUST_LAUNCH[target]:
         assert results[label]["launches"] > 0, f"{target}, {label}: the kernels did not run"
+
+
+@pytest.mark.slow
+def test_write_test_writes_a_passing_regression_test_into_the_tests_folder(tmp_path):
+    path = tmp_path / "specialised.py"
+    shutil.copy(SPECIALISED, path)
+    (tmp_path / "tests").mkdir()
+
+    finished = subprocess.run(
+        [sys.executable, "-m", "drtriton_lsp.cli", "optimize", str(path), "--target", "scaled_gelu",
+         "--device", "cpu", "--trials", "2", "--write", "--write-test"],
+        capture_output=True, text=True, timeout=600,
+    )
+
+    assert finished.returncode == 0, finished.stderr
+    test_file = tmp_path / "tests" / "test_drtriton_scaled_gelu.py"
+    assert test_file.exists() and "it passed against the new file" in finished.stderr
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert ran.returncode == 0 and "4 passed" in ran.stdout, ran.stdout + ran.stderr
+
+
+def test_write_test_without_write_is_refused_before_any_work(tmp_path):
+    path = tmp_path / "specialised.py"
+    shutil.copy(SPECIALISED, path)
+
+    finished = subprocess.run(
+        [sys.executable, "-m", "drtriton_lsp.cli", "optimize", str(path), "--write-test"],
+        capture_output=True, text=True, timeout=60,
+    )
+
+    assert finished.returncode == 2
+    assert "--write is missing" in finished.stderr
