@@ -6,6 +6,7 @@ its call and its module's constants that the kernels may depend on; source/dispa
 
 from __future__ import annotations
 
+import __future__
 import enum
 import functools
 import inspect
@@ -132,7 +133,7 @@ def _global_guards(task_module: types.ModuleType, home: str) -> list[dict[str, A
     """The task's module-level data (its copied constants): the written file's globals must still hold them."""
     guards = []
     for name, value in vars(task_module).items():
-        if name.startswith("__") or isinstance(value, types.ModuleType) or callable(value):
+        if name.startswith("__") or isinstance(value, (types.ModuleType, __future__._Feature)) or callable(value):
             continue
         guards.append({"kind": "global", "name": name, "value": encode_value(value, home)})
     return guards

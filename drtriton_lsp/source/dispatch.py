@@ -54,6 +54,8 @@ class DrtritonDefinition:
         return f"{self.module + '.' if self.module else ''}{self.qualname}"
 
     def matches(self, value, home):
+        if value is self.__dict__.get("matched"):
+            return True  # the very function or class that matched before
         if self.kind == "partial":
             function, arguments, keywords = self.detail
             return (
@@ -74,6 +76,8 @@ class DrtritonDefinition:
         if self.kind == "object":
             attributes = getattr(value, "__dict__", None)
             return isinstance(attributes, dict) and drtriton_same(attributes, self.detail, home)
+        if self.kind in ("function", "class"):
+            self.matched = value
         return True
 
 
@@ -107,7 +111,7 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True):
     """Run `triton_forward` in place of the decorated PyTorch code when the call is one it was verified for.
 
     The kernels run only when no gradient is needed (they have no backward pass), every tensor is on
-    one CUDA device (or TRITON_INTERPRET=1 runs Triton on the CPU), and every value in
+    one CUDA device (or on the CPU under Triton's interpreter: TRITON_INTERPRET=1 at import), and every value in
     `specialization` holds: the module's scalar attributes and submodule classes, parameter and input
     dtypes, ranks and fixed sizes, argument values (defaults included), module constants, and the
     training mode. Any other call runs the original, kept as `.reference`; a failed value check says
@@ -126,14 +130,8 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True):
         original = f"{owner}.forward" if is_method else owner
         missing = object()
         warned = set()
-
-        def resolve(root, path):
-            for name in path.split(".") if path else ():
-                root = getattr(root, name, missing)
-            return root
-
-        def shown(value):
-            return "missing" if value is missing else repr(value)
+        # read once, as triton.jit does: kernels defined without it are compiled ones, which need CUDA tensors
+        interpreted = _drtriton_os.environ.get("TRITON_INTERPRET") == "1"
 
         def bind(args, kwargs):
             if not kwargs and plain_signature and len(args) == len(names):
@@ -145,74 +143,97 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True):
             bound.apply_defaults()
             return bound.arguments
 
-        tensors = []  # (label, where: "module" or "argument", path or name, dtype, sizes with None where free)
-        values = []  # (label, where, path or name, expected)
+        def same(value, expected):
+            """drtriton_same, with the usual cases first: this runs for every guard of every call."""
+            if value is expected:
+                return True
+            kind = type(expected)
+            if kind is float and type(value) is float and value == expected and expected != 0.0:
+                return True
+            if kind in (int, str, bool):
+                return type(value) is kind and value == expected
+            return drtriton_same(value, expected, home)
+
+        # Submodules are found once per call, parents first, each from its parent with one getattr;
+        # every other guard on the module reads one attribute of one of them.
+        submodules = []  # (path, parent path, attribute, expected class)
+        tensors = []  # (label, "module" or "argument", parent path or argument, attribute, dtype, sizes: None where free)
+        values = []  # (label, "module", "class", "argument" or "global", parent path or name, attribute, expected)
         sizes = []  # (label, [(argument, dim)], low, high): dims that share one free size
         modes = []
         for kind, name, *expected in specialization:
-            if kind in ("parameter", "buffer"):
-                tensors.append((f"{owner}.{name}", "module", name, *expected))
+            parent, _, attribute = name.rpartition(".") if isinstance(name, str) else ("", "", "")
+            if kind == "module":
+                submodules.append((name, parent, attribute, expected[0]))
+            elif kind in ("parameter", "buffer"):
+                tensors.append((f"{owner}.{name}", "module", parent, attribute, *expected))
             elif kind == "tensor":
-                tensors.append((f"argument {name!r}", "argument", name, *expected))
+                tensors.append((f"argument {name!r}", "argument", name, None, *expected))
             elif kind == "attribute":
-                values.append((f"{owner}.{name}", "module", name, expected[0]))
+                values.append((f"{owner}.{name}", "module", parent, attribute, expected[0]))
             elif kind == "class_attribute":
-                values.append((f"{owner}.{name} (a class attribute)", "class", name, expected[0]))
-            elif kind == "module":
-                values.append((f"the class of {owner}.{name}", "type", name, expected[0]))
+                values.append((f"{owner}.{name} (a class attribute)", "class", parent, attribute, expected[0]))
             elif kind == "argument":
-                values.append((f"argument {name!r}", "argument", name, expected[0]))
+                values.append((f"argument {name!r}", "argument", name, None, expected[0]))
             elif kind == "global":
-                values.append((f"{name} (module constant)", "global", name, expected[0]))
+                values.append((f"{name} (module constant)", "global", name, None, expected[0]))
             elif kind == "sizes":
                 sizes.append((" and ".join(f"{place}.shape[{dim}]" for place, dim in name), name, *expected))
             elif kind == "training":
                 modes.append(name)
-        watch_hooks = any(where == "type" for _, where, *_ in values)
+        named = {path for path, *_ in submodules}
+        for _, where, parent, *_ in tensors + values:
+            while where in ("module", "class") and parent and parent not in named:
+                named.add(parent)
+                submodules.append((parent, *parent.rpartition(".")[::2], None))  # read through, class not guarded
+                parent = parent.rpartition(".")[0]
+        submodules.sort(key=lambda entry: entry[0].count("."))
 
-        def value_of(where, name, module, arguments):
-            if where == "argument":
-                return arguments.get(name, missing)
-            if where == "global":
-                return reference.__globals__.get(name, missing)
-            if where == "class":
-                path, _, attribute = name.rpartition(".")
-                return getattr(type(resolve(module, path)), attribute, missing)
-            found = resolve(module, name)
-            return type(found) if where == "type" else found
-
-        def mismatch(module, arguments, found):
+        def mismatch(module, arguments, found, tree):
             """(guard, sentence) for the first value the kernels were not verified for; None if none."""
             cls = type(module)
             if is_method and (cls.__module__ != home or cls.__qualname__ != owner):
                 return "class", f"{cls.__name__} is not {owner} (a subclass may change what forward computes)"
-            for (label, _, _, dtype, shape), tensor in zip(tensors, found):
+            for (label, _, _, _, dtype, shape), tensor in zip(tensors, found):
                 if tensor.dtype != dtype:
                     return label, f"{label} is {tensor.dtype}, the kernels were verified for {dtype}"
-                if tensor.dim() != len(shape):
-                    return label, f"{label} has {tensor.dim()} dims, the kernels were verified for {len(shape)}"
-                for dim, (size, want) in enumerate(zip(tensor.shape, shape)):
-                    if want is not None and size != want:
-                        return label, f"{label} has size {size} in dim {dim}, the kernels were verified for {want}"
+                sizes_now = tensor.shape
+                if len(sizes_now) != len(shape):
+                    return label, f"{label} has {len(sizes_now)} dims, the kernels were verified for {len(shape)}"
+                if sizes_now != shape and any(want is not None and size != want for size, want in zip(sizes_now, shape)):
+                    dim, size, want = next(
+                        (dim, size, want) for dim, (size, want) in enumerate(zip(sizes_now, shape)) if want not in (None, size)
+                    )
+                    return label, f"{label} has size {size} in dim {dim}, the kernels were verified for {want}"
             for label, places, low, high in sizes:
                 seen = sorted({arguments[name].shape[dim] for name, dim in places})
                 if len(seen) > 1 or seen[0] < low or (high is not None and seen[0] > high):
                     span = f"from {low} to {high}" if high is not None else f"of {low} or more"
                     return label, f"{label} is {seen}, the kernels were verified for one size {span}"
-            for label, where, name, expected in values:
-                value = value_of(where, name, module, arguments)
-                if not drtriton_same(value, expected, home):
-                    return label, f"{label} is {shown(value)}, the kernels were verified for {expected!r}"
+            for path, _, _, expected in submodules:
+                submodule = tree[path]
+                if expected is not None and not same(type(submodule), expected):
+                    return f"class of {path}", f"the class of {owner}.{path} is {type(submodule)!r}, the kernels were verified for {expected!r}"
+                if submodule._forward_hooks or submodule._forward_pre_hooks:
+                    return f"hooks on {path}", f"{owner}.{path} has a forward hook, which the kernels would skip"
+            for label, where, key, attribute, expected in values:
+                if where == "module":
+                    value = getattr(tree.get(key, missing), attribute, missing)
+                elif where == "argument":
+                    value = arguments.get(key, missing)
+                elif where == "global":
+                    value = reference.__globals__.get(key, missing)
+                else:
+                    value = getattr(type(tree.get(key, missing)), attribute, missing)
+                if not same(value, expected):
+                    shown = "missing" if value is missing else repr(value)
+                    return label, f"{label} is {shown}, the kernels were verified for {expected!r}"
             if modes:
-                flags = {submodule.training for submodule in module.modules()}
+                flags = {submodule.training for submodule in tree.values()}
                 if modes[0] == "eval" and True in flags:
                     return "training", f"{owner} is in training mode, the kernels were verified in eval mode (call .eval())"
                 if len(flags) > 1:
                     return "training", f"{owner} mixes training and eval submodules, the kernels were verified in one mode"
-            if watch_hooks:
-                for path, submodule in module.named_modules():
-                    if submodule is not module and (submodule._forward_hooks or submodule._forward_pre_hooks):
-                        return f"hooks on {path}", f"{owner}.{path} has a forward hook, which the kernels would skip"
             return None
 
         @_drtriton_functools.wraps(reference)
@@ -224,24 +245,29 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True):
                 if arguments is None:
                     return reference(*args, **kwargs)
                 module = args[0] if is_method else None
+                tree = {"": module}
+                for path, parent, attribute, _ in submodules:
+                    tree[path] = getattr(tree[parent], attribute, missing) if tree.get(parent, missing) is not missing else missing
+                if missing in tree.values():
+                    return reference(*args, **kwargs)  # a submodule is gone: the original says what it needs
                 found = [
-                    resolve(module, name) if where == "module" else arguments.get(name, missing)
-                    for _, where, name, *_ in tensors
+                    getattr(tree[key], attribute, missing) if where == "module" else arguments.get(key, missing)
+                    for _, where, key, attribute, *_ in tensors
                 ]
-                plain = bool(found) and all(
-                    type(tensor) in (torch.Tensor, torch.nn.Parameter) and tensor.layout == torch.strided
-                    for tensor in found
-                )
-                if not plain or (torch.is_grad_enabled() and any(tensor.requires_grad for tensor in found)):
-                    return reference(*args, **kwargs)  # not plain tensors, or a gradient is needed (no backward pass)
-                device = found[0].device
-                interpreted = _drtriton_os.environ.get("TRITON_INTERPRET") == "1"
-                if any(tensor.device != device for tensor in found) or not (interpreted or device.type == "cuda"):
+                if not found or not all(type(tensor) in (torch.Tensor, torch.nn.Parameter) for tensor in found):
+                    return reference(*args, **kwargs)  # not plain tensors (a subclass, a proxy, missing)
+                if torch.is_grad_enabled() and any(tensor.requires_grad for tensor in found):
+                    return reference(*args, **kwargs)  # a gradient is needed, and the kernels have no backward pass
+                devices = {tensor.get_device() for tensor in found}  # -1: the CPU
+                if len(devices) > 1 or not (interpreted or min(devices) >= 0) or any(
+                    tensor.layout != torch.strided for tensor in found
+                ):
                     return reference(*args, **kwargs)
-                reason = mismatch(module, arguments, found)
+                reason = mismatch(module, arguments, found, tree)
                 if reason is None:
                     passed = [arguments[name] for name in names[1 if is_method else 0:]]
-                    if device.type == "cuda" and device.index != torch.cuda.current_device():
+                    device = min(devices)
+                    if device >= 0 and device != torch.cuda.current_device():
                         with torch.cuda.device(device):
                             return triton_forward(module, *passed)
                     return triton_forward(module, *passed)

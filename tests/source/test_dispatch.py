@@ -80,16 +80,20 @@ def scaled_gelu(x, scale: float = 1.702):
 '''
 
 
-@pytest.fixture
-def user(tmp_path, monkeypatch):
-    """The user's module, with TRITON_INTERPRET=1 so CPU tensors count as a Triton device."""
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+def user_module(directory, name: str):
     source = USER_FILE.format(
         helper=DISPATCH_HELPER,
         scaled_guards=render_specialization("SCALED_SPECIALIZATION", SCALED_GUARDS),
         gelu_guards=render_specialization("GELU_SPECIALIZATION", GELU_GUARDS),
     )
-    return load_module_from_source(source, f"user_{tmp_path.name}", tmp_path)
+    return load_module_from_source(source, name, directory)
+
+
+@pytest.fixture
+def user(tmp_path, monkeypatch):
+    """The user's module imported with TRITON_INTERPRET=1, so CPU tensors count as a Triton device."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    return user_module(tmp_path, f"user_{tmp_path.name}")
 
 
 def run(call, *args, **kwargs):
@@ -226,9 +230,11 @@ def test_training_mode_alone_is_fine_when_the_graph_did_not_change_but_eval_only
                       "running the original Scaled.forward"]
 
 
-def test_autograd_cpu_tensors_and_compilation_run_the_original_quietly(user, monkeypatch):
+def test_autograd_cpu_tensors_and_compilation_run_the_original_quietly(user, monkeypatch, tmp_path):
     model = user.Scaled(8)
     x, gate = inputs()
+    monkeypatch.delenv("TRITON_INTERPRET")
+    compiled_kernels = user_module(tmp_path, "user_without_the_interpreter")  # its kernels need CUDA tensors
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -236,11 +242,10 @@ def test_autograd_cpu_tensors_and_compilation_run_the_original_quietly(user, mon
         with monkeypatch.context() as compiling_now:
             compiling_now.setattr(torch.compiler, "is_compiling", lambda: True)
             compiling = run(model, x, gate)[0]
-        monkeypatch.delenv("TRITON_INTERPRET")
-        on_cpu = run(model, x, gate)[0]
+        on_cpu = run(compiled_kernels.Scaled(8), x, gate)[0]
 
     assert with_grad.requires_grad and not any(kernels_ran(r) for r in (with_grad, compiling, on_cpu))
-    assert caught == [] and user.KERNEL_CALLS == []
+    assert caught == [] and user.KERNEL_CALLS == [] and compiled_kernels.KERNEL_CALLS == []
 
 
 def test_a_call_the_original_rejects_raises_its_own_error(user):

@@ -223,7 +223,10 @@ def test_written_file_runs_the_reference_unless_every_condition_holds(realistic_
     assert written["MLPBlock"].forward.__name__ == "forward"
     torch.testing.assert_close(written["MLPBlock"].forward.reference(module, x), expected)
 
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # kernels for the interpreter: CPU tensors are a Triton device
+    written = load(write_mlp(realistic_source), "user_written_mlp_interpreted", tmp_path)
+    torch.manual_seed(0)
+    module = written["MLPBlock"](256, 1024)
     torch.testing.assert_close(module(x), expected)  # parameters require grad: still the reference
     with torch.no_grad():
         assert bool((module(x) == -1).all())  # every condition met: the Triton forward
@@ -244,11 +247,12 @@ def test_written_function_target_dispatches_without_self(realistic_source, monke
 
     reference = namespace["gelu_tanh"](x)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    routed = namespace["gelu_tanh"](x)
+    interpreted = load(write_back(realistic_source, "gelu_tanh", relu_program("gelu"), "gelu", guards), "w_gelu_i", tmp_path)
+    routed = interpreted["gelu_tanh"](x)
 
     torch.testing.assert_close(reference, namespace["gelu_tanh"].reference(x))
     assert bool((routed == -1).all())
-    assert namespace["TRITON_CALLS"] == ["gelu"]
+    assert namespace["TRITON_CALLS"] == [] and interpreted["TRITON_CALLS"] == ["gelu"]
 
 
 @pytest.mark.parametrize("deleted, forward_function", [("MLPBlock", "mlp_block_triton_forward"), ("scaled_residual", "scaled_triton_forward")])
