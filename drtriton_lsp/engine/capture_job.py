@@ -41,10 +41,10 @@ def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict
         if error.line is not None and task.line_map:
             error.line = task.origin_line(error.line)
         raise
+    is_method = task.kind == "module"
     mode_dependent = any(isinstance(sub, MODE_DEPENDENT_MODULES) for sub in model.modules()) or any(
         "dropout" in node.op or "batch_norm" in node.op for node in graph.nodes
     )
-    is_method = task.kind == "module"
     if is_method and not mode_dependent:
         progress("capturing the graph again in training mode")
         mode_dependent = _differs_in_training_mode(model, inputs, graph, task_file(directory))
@@ -52,7 +52,7 @@ def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict
     for node in graph.nodes:
         if node.source_line is not None and task.line_map:
             object.__setattr__(node, "source_line", task.origin_line(node.source_line))
-    return {"graph": graph.to_json(), "mode_dependent": mode_dependent, "guards": guards, "devices": describe_devices()}
+    return {"graph": graph.to_json(), "guards": guards, "devices": describe_devices()}
 
 
 def _differs_in_training_mode(model: torch.nn.Module, inputs: list[Any], graph, source: Path) -> bool:
