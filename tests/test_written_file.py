@@ -24,6 +24,9 @@ EXERCISE = """
 import importlib.util, json, sys, warnings
 import torch
 from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
+
+DEVICE = sys.argv[3]
 
 
 def load(name, path):
@@ -35,7 +38,8 @@ def load(name, path):
 
 written, original = load("written", sys.argv[1]), load("original", sys.argv[2])
 launches = []
-real_run = InterpretedFunction.run
+counted = InterpretedFunction if DEVICE == "cpu" else JITFunction
+real_run = counted.run
 
 
 def counting_run(self, *args, **kwargs):
@@ -43,15 +47,21 @@ def counting_run(self, *args, **kwargs):
     return real_run(self, *args, **kwargs)
 
 
-InterpretedFunction.run = counting_run
+counted.run = counting_run
 results = {}
+
+
+def on_device(value):
+    return value.to(DEVICE) if isinstance(value, (torch.Tensor, torch.nn.Module)) else value
 
 
 def check(label, build, *args, **kwargs):
     torch.manual_seed(0)
-    mine = build(written)
+    mine = on_device(build(written))
     torch.manual_seed(0)
-    theirs = build(original)
+    theirs = on_device(build(original))
+    args = [on_device(value) for value in args]
+    kwargs = {key: on_device(value) for key, value in kwargs.items()}
     launches.clear()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -124,6 +134,17 @@ MUST_LAUNCH = {
 @pytest.mark.slow
 @pytest.mark.parametrize("target", list(SCENARIOS))
 def test_the_written_file_matches_the_original_for_every_instance_and_call(target, tmp_path):
+    written_file_matches_the_original(target, tmp_path, "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("target", list(SCENARIOS))
+def test_on_the_gpu_the_written_file_matches_the_original_for_every_instance_and_call(target, tmp_path):
+    written_file_matches_the_original(target, tmp_path, "cuda")
+
+
+def written_file_matches_the_original(target: str, tmp_path, device: str) -> None:
+    """Write `target` on `device` ("cpu": the interpreter), then call the written and the pristine file side by side."""
     path = tmp_path / "specialised.py"
     pristine = tmp_path / "pristine.py"
     shutil.copy(SPECIALISED, path)
@@ -132,7 +153,7 @@ def test_the_written_file_matches_the_original_for_every_instance_and_call(targe
 
     finished = subprocess.run(
         [sys.executable, "-m", "drtriton_lsp.cli", "optimize", str(path), "--target", target,
-         "--device", "cpu", "--trials", "2", "--write", "--json", str(report_path)],
+         "--device", device, "--trials", "2", "--write", "--json", str(report_path)],
         capture_output=True, text=True, timeout=600,
     )
     assert finished.returncode == 0, finished.stderr
@@ -140,9 +161,12 @@ def test_the_written_file_matches_the_original_for_every_instance_and_call(targe
     assert "\nModelNew = Model\n" in report["kernel"]["source"]  # what was verified is the written dispatch
     assert report["specialization"]["guards"] and report["specialization"]["runtime_args"] == []
 
+    interpreter = {"TRITON_INTERPRET": "1"} if device == "cpu" else {}
+    environment = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     exercised = subprocess.run(
-        [sys.executable, "-c", EXERCISE + SCENARIOS[target] + "\nprint(json.dumps(results))\n", str(path), str(pristine)],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"},
+        [sys.executable, "-c", EXERCISE + SCENARIOS[target] + "\nprint(json.dumps(results))\n", str(path), str(pristine),
+         device],
+        capture_output=True, text=True, timeout=300, env={**environment, **interpreter},
     )
     assert exercised.returncode == 0, exercised.stderr
     results = json.loads(exercised.stdout)

@@ -7,6 +7,7 @@ and a static policy can recognise the helper by AST equality (`is_dispatch_helpe
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import math
 import re
@@ -292,6 +293,26 @@ def _helper_statement_dumps() -> frozenset[str]:
 def is_dispatch_helper_statement(statement: ast.stmt) -> bool:
     """Whether a top-level statement is one of the dispatch helper's, exactly (compared as an AST)."""
     return ast.dump(statement) in _helper_statement_dumps()
+
+
+def without_dispatch_decorators(statement: ast.stmt) -> ast.stmt:
+    """A copy of a top-level statement without the `@drtriton_dispatch(...)` decorators write-back adds (on a
+    function, or on a class's methods): a written target compares equal (as an AST) to the task's own statement."""
+    copied = copy.deepcopy(statement)
+    functions = [copied] if isinstance(copied, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    if isinstance(copied, ast.ClassDef):
+        functions = [node for node in copied.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for function in functions:
+        function.decorator_list = [
+            decorator
+            for decorator in function.decorator_list
+            if not (
+                isinstance(decorator, ast.Call)
+                and isinstance(decorator.func, ast.Name)
+                and decorator.func.id == DISPATCH_DECORATOR
+            )
+        ]
+    return copied
 
 
 def render_dispatch_helper(newline: str = "\n") -> str:

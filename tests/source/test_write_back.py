@@ -1,5 +1,6 @@
 """write_back: only inserted lines (CRLF and BOM kept), idempotent, self-contained blocks, and the file still runs."""
 
+import ast
 import difflib
 import sys
 import textwrap
@@ -10,7 +11,7 @@ from source_stand_ins import relu_program
 
 from drtriton_lsp.engine.task import load_module_from_source
 from drtriton_lsp.errors import SourceError
-from drtriton_lsp.source.dispatch import DISPATCH_HELPER
+from drtriton_lsp.source.dispatch import DISPATCH_HELPER, is_dispatch_helper_statement, without_dispatch_decorators
 from drtriton_lsp.source.extract import extract_task
 from drtriton_lsp.source.pyfile import BLOCK_END, BLOCK_START
 from drtriton_lsp.source.targets import find_targets
@@ -341,3 +342,21 @@ def test_written_function_target_extracts_as_before(realistic_source):
     assert task.origin_line(task.source.splitlines().index("@torch.no_grad()") + 1) == decorator_line
     def_line = task.source.splitlines().index("def scaled_residual(x, y, *, alpha=0.5):") + 1
     assert task.origin_line(def_line) == decorator_line + 1
+
+
+def test_a_static_policy_can_tell_the_written_parts_from_the_tasks_own(realistic_source):
+    task = extract_task(realistic_source, "MLPBlock")
+    candidate = verification_candidate(task.source, "Model", relu_program("mlp_block"), "header", MLP_GUARDS)
+    task_statements = {ast.dump(statement) for statement in ast.parse(task.source).body}
+
+    others = [
+        statement
+        for statement in ast.parse(candidate).body
+        if ast.dump(without_dispatch_decorators(statement)) not in task_statements
+        and not is_dispatch_helper_statement(statement)
+    ]
+
+    assert [type(statement).__name__ for statement in others] == ["Assign", "If", "Assign"]  # table, kernels, ModelNew
+    assert [ast.unparse(statement.targets[0]) for statement in (others[0], others[2])] == [
+        "MLP_BLOCK_SPECIALIZATION", "ModelNew"
+    ]
