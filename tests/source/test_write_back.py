@@ -360,3 +360,12 @@ def test_a_static_policy_can_tell_the_written_parts_from_the_tasks_own(realistic
     assert [ast.unparse(statement.targets[0]) for statement in (others[0], others[2])] == [
         "MLP_BLOCK_SPECIALIZATION", "ModelNew"
     ]
+
+
+def test_a_target_that_uses_another_written_target_extracts_its_pytorch_code(realistic_source):
+    with_norm = write_back(realistic_source, "RMSNorm", relu_program("rms"), "p", [])
+
+    task = extract_task(with_norm, "MLPBlock")
+
+    assert task.source == extract_task(realistic_source, "MLPBlock").source
+    assert "drtriton" not in task.source
