@@ -10,13 +10,17 @@ Applying changes the target, so its result is no longer current: asked again, ap
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.server.generate import request_generate
 from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_from_arguments
+
+if TYPE_CHECKING:
+    from drtriton_lsp.server.results import TargetResult
+    from drtriton_lsp.source.regression_test import RegressionTest
 
 APPLY = "drtriton.apply"
 RERUN_GENERATE = "Re-run generate"
@@ -92,7 +96,9 @@ def register(server: DrtritonLanguageServer) -> None:
         return {"applied": True, "test": str(test.path)}
 
 
-async def _checked_regression_test(ls: DrtritonLanguageServer, uri: str, name: str, result, written: str):
+async def _checked_regression_test(
+    ls: DrtritonLanguageServer, uri: str, name: str, result: TargetResult, written: str
+) -> RegressionTest:
     """The regression test for the applied kernel, run against `written` in a subprocess before the edit is sent
     (drtriton.writeTests); a DrtritonError says why it failed, and then nothing is applied."""
     import asyncio
