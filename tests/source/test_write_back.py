@@ -2,6 +2,7 @@
 
 import ast
 import difflib
+import subprocess
 import sys
 import textwrap
 import warnings
@@ -369,3 +370,15 @@ def test_a_target_that_uses_another_written_target_extracts_its_pytorch_code(rea
 
     assert task.source == extract_task(realistic_source, "MLPBlock").source
     assert "drtriton" not in task.source
+
+
+def test_libcst_is_loaded_by_write_back_only():
+    """The language server's start-up and the workers never import libcst (the GPU machine may not have it)."""
+    modules = ["drtriton_lsp.server.main", "drtriton_lsp.server.apply_kernel", "drtriton_lsp.runners.worker",
+               "drtriton_lsp.engine.verify_worker", "drtriton_lsp.engine.capture_job", "drtriton_lsp.engine.verify"]
+    check = f"import sys\nfor name in {modules!r}:\n    __import__(name)\nprint('libcst' in sys.modules)"
+
+    loaded = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "False"
