@@ -372,6 +372,7 @@ def test_a_target_that_uses_another_written_target_extracts_its_pytorch_code(rea
     assert "drtriton" not in task.source
 
 
+@pytest.mark.slow  # imports torch in a subprocess
 def test_libcst_is_loaded_by_write_back_only():
     """The language server's start-up and the workers never import libcst (the GPU machine may not have it)."""
     modules = ["drtriton_lsp.server.main", "drtriton_lsp.server.apply_kernel", "drtriton_lsp.runners.worker",
