@@ -1,7 +1,9 @@
-"""What write-back costs on a 3,000-line file: `ast` parse, libcst parse, and the whole libcst edit.
+"""What write-back costs: the edit on a 3,000-line file (`ast` parse, libcst parse, the whole libcst edit), and
+the written dispatch's check at every call.
 
-The file is lsp_latency.py's (50 module targets); the kernels are a real compiled program (an RMSNorm-sized
-block). Prints medians over repeats, and the same edit into a file that already holds 10 written blocks.
+The file is lsp_latency.py's (50 module targets) with a 120-line kernel block per target; medians over repeats,
+and the same edit into a file that already holds 10 written blocks. The call cost is tests/source/data's
+MLPBlock with the guards capture records for it, and a stand-in Triton forward that returns at once.
 Run: `python benchmarks/write_back_cost.py`.
 """
 
@@ -45,6 +47,39 @@ def median_ms(action) -> float:
     return statistics.median(samples)
 
 
+def dispatch_overhead_us() -> tuple[int, float, float]:
+    """(guards, best microseconds per call through the written dispatch, per call of a bare module)."""
+    import os
+    import tempfile
+
+    os.environ["TRITON_INTERPRET"] = "1"  # CPU tensors count as a Triton device
+    import torch
+
+    from drtriton_lsp.engine.capture_job import run_capture
+    from drtriton_lsp.engine.task import load_module_from_source
+    from drtriton_lsp.source.extract import extract_task
+
+    source = (Path(__file__).resolve().parents[1] / "tests" / "source" / "data" / "realistic_model.py").read_text()
+    guards = run_capture({"task": extract_task(source, "MLPBlock").to_json()}, lambda _message: None)["guards"]
+    stand_in = CompiledProgram("def mlp_triton_forward(self, x):\n    return x\n", "mlp_triton_forward", (), (), (), "")
+    written = load_module_from_source(write_back(source, "MLPBlock", stand_in, "p", guards), "written", Path(tempfile.mkdtemp()))
+    block, bare, x = written.MLPBlock(256, 1024).eval(), torch.nn.Identity(), torch.randn(8, 256)
+
+    def best_us(call) -> float:
+        for _ in range(300):
+            call()
+        rounds = []
+        for _ in range(7):
+            start = time.perf_counter()
+            for _ in range(2000):
+                call()
+            rounds.append((time.perf_counter() - start) / 2000 * 1e6)
+        return min(rounds)
+
+    with torch.no_grad():
+        return len(guards), best_us(lambda: block(x)), best_us(lambda: bare(x))
+
+
 def main() -> None:
     import libcst
 
@@ -57,6 +92,8 @@ def main() -> None:
     print(f"libcst.parse_module:     {median_ms(lambda: libcst.parse_module(source)):7.1f} ms")
     print(f"write_back (one target): {median_ms(lambda: write_back(source, 'Block40', program(40), 'p', GUARDS)):7.1f} ms")
     print(f"write_back, 10 blocks in: {median_ms(lambda: write_back(crowded, 'Block40', program(40), 'p', GUARDS)):6.1f} ms")
+    guards, dispatched, bare = dispatch_overhead_us()
+    print(f"a call through the dispatch ({guards} guards): {dispatched:.1f} us; a bare module call: {bare:.1f} us")
 
 
 if __name__ == "__main__":
