@@ -260,10 +260,10 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True):
                 if torch.is_grad_enabled() and any(tensor.requires_grad for tensor in found):
                     return reference(*args, **kwargs)  # a gradient is needed, and the kernels have no backward pass
                 devices = {tensor.get_device() for tensor in found}  # -1: the CPU
-                if len(devices) > 1 or not (interpreted or min(devices) >= 0) or any(
+                if len(devices) > 1 or not (interpreted or all(tensor.is_cuda for tensor in found)) or any(
                     tensor.layout != torch.strided for tensor in found
                 ):
-                    return reference(*args, **kwargs)
+                    return reference(*args, **kwargs)  # several devices, not CUDA (MPS, CPU), or sparse
                 reason = mismatch(module, arguments, found, tree)
                 if reason is None:
                     passed = [arguments[name] for name in names[1 if is_method else 0:]]
