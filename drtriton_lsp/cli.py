@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
@@ -79,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     optimize.add_argument("--json", type=Path, help="write the report (a list of reports for several targets) as JSON")
     optimize.add_argument("--markdown", type=Path, help="write the report as Markdown")
     optimize.add_argument("--write", action="store_true", help="write verified kernels back into FILE")
+    optimize.add_argument(
+        "--write-test",
+        action="store_true",
+        help="with --write: also write a pytest file per kernel (beside FILE, or in its tests/ folder) comparing "
+        "the kernels with the original, and write nothing unless it passes",
+    )
     optimize.add_argument("--trials", type=int, default=5, help="verification trials with fresh inputs (default 5)")
     optimize.add_argument(
         "--search",
@@ -158,11 +162,15 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
     from drtriton_lsp.engine.verify import Cancelled
     from drtriton_lsp.runners.local import LocalRunner
     from drtriton_lsp.source.extract import targets_with_inputs
-    from drtriton_lsp.source.writeback import write_back
+    from drtriton_lsp.source.files import read_source_file
 
     path = str(args.file)
-    original = read_source(args.file)
+    source_file = read_source_file(args.file)
+    original = source_file.text
     names = [args.target] if args.target else choose_targets(targets_with_inputs(original, path), path)
+    if args.write_test and not args.write:
+        raise DrtritonError("--write-test writes a test for the kernels that --write writes, and --write is missing",
+                            "add --write (or leave out --write-test)")
     if args.schedule and not args.target:
         raise DrtritonError(
             "--schedule applies to one target, and none was named",
@@ -202,7 +210,7 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
     if args.markdown:
         args.markdown.write_text("\n".join(to_markdown(r) for r in reports))
     if args.write:
-        write_verified(args.file, original, outcomes, console, write_back, provenance_text)
+        write_verified(source_file, outcomes, console, provenance_text, with_tests=args.write_test)
     return EXIT_OK if all(o.verified for o in outcomes) else EXIT_NOT_VERIFIED
 
 
@@ -246,11 +254,19 @@ def choose_targets(availability: list[Any], path: str) -> list[str]:
     )
 
 
-def write_verified(file: Path, original: str, outcomes, console: Console, write_back, provenance_text) -> None:
-    """Apply every verified target's edit to the text we read; refuse if the file changed since."""
-    from drtriton_lsp.engine.report import worth_writing_back
+def write_verified(source_file, outcomes, console: Console, provenance_text, *, with_tests: bool = False) -> None:
+    """Apply every verified target's edit to the text we read; write only if the file still holds those bytes.
 
-    text = original
+    with_tests: also write a regression test per kernel, each run against the new text first (nothing is
+    written unless every one passes).
+    """
+    from drtriton_lsp.engine.report import worth_writing_back
+    from drtriton_lsp.source.extract import example_input_expressions
+    from drtriton_lsp.source.files import replace_if_unchanged
+    from drtriton_lsp.source.regression_test import check_regression_test, regression_test, write_regression_test
+    from drtriton_lsp.source.writeback import write_back
+
+    text = source_file.text
     written = []
     for outcome in outcomes:
         if not outcome.verified:
@@ -266,24 +282,26 @@ def write_verified(file: Path, original: str, outcomes, console: Console, write_
                 f"({timing['speedup_vs_eager']:.2f}x on {outcome.report['device']['name']}); the original stays",
             )
             continue
-        text = write_back(
-            text,
-            outcome.report["target"],
-            outcome.program,
-            provenance_text(outcome),
-            mode_dependent=outcome.mode_dependent,
-        )
+        text = write_back(text, outcome.report["target"], outcome.program, provenance_text(outcome), outcome.guards)
         written.append(outcome.report["target"])
     if not written:
         return
-    if read_source(file) != original:
-        raise DrtritonError(
-            f"{file} changed while drtriton was working; nothing was written",
-            "run drtriton optimize again on the current file",
-            path=str(file),
-        )
-    atomic_write(file, text)
-    say(console, "wrote ", "green", f"{', '.join(written)} into {file}")
+    new_bytes = source_file.encoded(text)
+    tests = []
+    if with_tests:
+        for outcome in outcomes:
+            target = outcome.report["target"]
+            if target in written:
+                inputs = example_input_expressions(source_file.text, target, str(source_file.path))
+                tests.append(regression_test(source_file.path, target, outcome.task.kind, inputs, outcome.guards))
+        for test in tests:
+            say(console, "testing: ", "bold", f"running {test.path.name} against the new {source_file.path.name}")
+            check_regression_test(test, source_file.path, new_bytes)
+    replace_if_unchanged(source_file.path, source_file.raw, new_bytes)
+    say(console, "wrote ", "green", f"{', '.join(written)} into {source_file.path}")
+    for test in tests:
+        write_regression_test(test)
+        say(console, "wrote ", "green", f"{test.path} (it passed against the new file)")
 
 
 def verify_command(args: argparse.Namespace, console: Console) -> int:
@@ -452,21 +470,10 @@ def print_reports(reports: list[dict[str, Any]], console: Console) -> None:
 
 
 def read_source(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DrtritonError(f"{path} does not exist", "check the path") from None
-    except UnicodeDecodeError:
-        raise DrtritonError(f"{path} is not UTF-8 text", "drtriton reads Python source files") from None
+    """A UTF-8 file's text, line endings kept, without a byte order mark."""
+    from drtriton_lsp.source.files import read_source_file
 
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename, so a crash never leaves half a file."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(handle, "w", encoding="utf-8") as stream:
-        stream.write(text)
-    os.chmod(temporary, path.stat().st_mode & 0o777)
-    os.replace(temporary, path)
+    return read_source_file(path).text
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Iterable
+
+from drtriton_lsp.source.dispatch import is_dispatch_helper_statement, without_dispatch_decorators
 
 # Modules a candidate may import (a top-level name; submodules are checked against FORBIDDEN_PATHS).
 ALLOWED_MODULES = frozenset(
@@ -78,37 +79,42 @@ class PolicyViolation:
     detail: str
 
 
-def policy_violation(
-    candidate_source: str, task_source: str | None = None, exempt_sources: Iterable[str] = ()
-) -> PolicyViolation | None:
+def policy_violation(candidate_source: str, task_source: str | None = None) -> PolicyViolation | None:
     """The first thing in `candidate_source` that the policy forbids, or None.
 
-    task_source: the task the candidate replaces; statements identical to one of its statements are exempt.
-    exempt_sources: other trusted code (the write-back dispatch helper) whose statements are exempt the same way.
+    task_source: the task the candidate replaces. A top-level statement identical to one of the task's (once the
+    write-back's dispatch decorators are set aside, whose arguments are still checked), a class member identical to
+    a member of one of the task's classes, and the write-back's dispatch helper are exempt. Nothing deeper is: a
+    statement of the user's reused in another context could do what the user's code never did.
     """
     try:
         tree = ast.parse(candidate_source)
     except SyntaxError as error:
         return PolicyViolation("import_error", f"syntax error at line {error.lineno}: {error.msg}")
-    exempt: set[str] = set()
-    for source in ([task_source] if task_source else []) + list(exempt_sources):
+    task_statements: set[str] = set()
+    task_members: set[str] = set()
+    if task_source:
         try:
-            exempt |= {ast.dump(node) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.stmt)}
+            task_tree = ast.parse(task_source)
         except SyntaxError:
-            continue
+            task_tree = ast.Module(body=[], type_ignores=[])
+        task_statements = {ast.dump(node) for node in task_tree.body}
+        task_members = {
+            ast.dump(member) for node in task_tree.body if isinstance(node, ast.ClassDef) for member in node.body
+        }
     kernels = {
         node.name
         for node in ast.walk(tree)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_is_triton_jit(d) for d in node.decorator_list)
     }
-    checker = _Checker(exempt, kernels)
+    checker = _Checker(task_statements, task_members, kernels)
     try:
         checker.visit(tree)
     except _Forbidden as forbidden:
         return forbidden.violation
-    if not checker.defines_model_new:
+    if not any(_defines_model_new(node) for node in ast.walk(tree)):
         return PolicyViolation("no_model_new", "")
-    if not checker.has_triton_kernel:
+    if not kernels:
         return PolicyViolation("no_triton_kernel", "")
     return None
 
@@ -122,37 +128,31 @@ class _Forbidden(Exception):
 class _Checker(ast.NodeVisitor):
     """Walks the candidate, skipping exempt statements; raises _Forbidden at the first violation."""
 
-    def __init__(self, exempt: set[str], kernels: set[str]):
-        self.exempt = exempt
+    def __init__(self, task_statements: set[str], task_members: set[str], kernels: set[str]):
+        self.task_statements = task_statements
+        self.task_members = task_members
         self.kernels = kernels
         self.in_kernel: str | None = None
         # local name -> the dotted path it was imported as ("F" -> "torch.nn.functional")
         self.imported: dict[str, str] = {}
         # names that exempt code bound to modules the candidate's own code may not use
         self.untouchable: set[str] = set()
-        self.defines_model_new = False
-        self.has_triton_kernel = False
 
     def _forbid(self, node: ast.AST, what: str) -> None:
         raise _Forbidden("forbidden_construct", f"line {getattr(node, 'lineno', '?')}: {what}")
 
-    def visit(self, node: ast.AST):
-        if isinstance(node, ast.stmt):
-            self._note_definitions(node)
-            if ast.dump(node) in self.exempt:
-                self._note_exempt_imports(node)
-                return None
-        return super().visit(node)
-
-    def _note_definitions(self, node: ast.stmt) -> None:
-        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
-            self.defines_model_new = True
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ModelNew" for t in node.targets):
-            self.defines_model_new = True
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-            _is_triton_jit(decorator) for decorator in node.decorator_list
-        ):
-            self.has_triton_kernel = True
+    def visit_Module(self, node: ast.Module) -> None:
+        for statement in node.body:
+            if is_dispatch_helper_statement(statement) or ast.dump(statement) in self.task_statements:
+                self._note_exempt_imports(statement)
+                continue
+            undecorated = without_dispatch_decorators(statement)
+            if ast.dump(undecorated) in self.task_statements:
+                self._note_exempt_imports(statement)
+                for decorator in _dispatch_decorators(statement):
+                    self.visit(decorator)  # the only part write-back added: its arguments are checked
+                continue
+            self.visit(statement)
 
     def _note_exempt_imports(self, node: ast.stmt) -> None:
         for statement in ast.walk(node):
@@ -206,7 +206,11 @@ class _Checker(ast.NodeVisitor):
         for base in node.bases:
             if self._path_of(base) in ("torch.Tensor", "torch._tensor.Tensor"):
                 self._forbid(node, f"class {node.name} subclasses torch.Tensor (a result could compute itself later)")
-        self.generic_visit(node)
+        for expression in [*node.bases, *node.keywords, *node.decorator_list]:
+            self.visit(expression)
+        for member in node.body:
+            if ast.dump(member) not in self.task_members:  # a member copied from the task's classes is exempt
+                self.visit(member)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
@@ -303,6 +307,27 @@ class _Checker(ast.NodeVisitor):
         if not isinstance(node, ast.Name) or node.id not in self.imported:
             return None
         return ".".join([self.imported[node.id], *reversed(parts)])
+
+
+def _defines_model_new(node: ast.AST) -> bool:
+    if isinstance(node, ast.ClassDef):
+        return node.name == "ModelNew"
+    return isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ModelNew" for t in node.targets)
+
+
+def _dispatch_decorators(statement: ast.stmt) -> list[ast.expr]:
+    """The decorators write-back added to a statement (on a function, or on a class's methods)."""
+    kept = without_dispatch_decorators(statement)
+    functions = [statement] if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    stripped = [kept] if isinstance(kept, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    if isinstance(statement, ast.ClassDef):
+        functions = [n for n in statement.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        stripped = [n for n in kept.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    removed = []
+    for original, remaining in zip(functions, stripped):
+        left = {ast.dump(d) for d in remaining.decorator_list}
+        removed += [d for d in original.decorator_list if ast.dump(d) not in left]
+    return removed
 
 
 def _bindings(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str, str]]:

@@ -1,17 +1,19 @@
 """The worker's `capture` method: import a Task, build its model, export it to an OpGraph.
 
-Also reports whether the model behaves differently in training mode (dropout, batch norm),
-which write-back needs to route training-mode calls to the original code.
+Also records what the graph is specialised on (the guards write-back puts in the dispatch), among
+them whether the model computes differently in training mode (dropout, batch norm, `self.training`).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 from drtriton_lsp.engine.capture import capture_graph
 from drtriton_lsp.engine.devices import describe_devices
+from drtriton_lsp.engine.specialization import record_guards
 from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
 from drtriton_lsp.errors import CaptureError
@@ -39,10 +41,29 @@ def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict
         if error.line is not None and task.line_map:
             error.line = task.origin_line(error.line)
         raise
+    is_method = task.kind == "module"
     mode_dependent = any(isinstance(sub, MODE_DEPENDENT_MODULES) for sub in model.modules()) or any(
         "dropout" in node.op or "batch_norm" in node.op for node in graph.nodes
     )
+    if is_method and not mode_dependent:
+        progress("capturing the graph again in training mode")
+        mode_dependent = _differs_in_training_mode(model, inputs, graph, task_file(directory))
+    guards = record_guards(model, module, inputs, graph, mode_dependent, is_method)
     for node in graph.nodes:
         if node.source_line is not None and task.line_map:
             object.__setattr__(node, "source_line", task.origin_line(node.source_line))
-    return {"graph": graph.to_json(), "mode_dependent": mode_dependent, "devices": describe_devices()}
+    return {"graph": graph.to_json(), "guards": guards, "devices": describe_devices()}
+
+
+def _differs_in_training_mode(model: torch.nn.Module, inputs: list[Any], graph, source: Path) -> bool:
+    """Whether the model captured in training mode gives another graph (or none): then the kernels,
+    captured in eval mode, are right only in eval mode."""
+    model.train()
+    try:
+        with torch.no_grad():
+            trained = capture_graph(model, tuple(inputs), source)
+    except CaptureError:
+        return True
+    finally:
+        model.eval()
+    return trained.to_json() != graph.to_json()

@@ -32,9 +32,10 @@ from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.verify import Cancelled, verify_candidate, worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner, worker_python_path
-from drtriton_lsp.source.candidate import build_candidate
+from drtriton_lsp.source.dispatch import describe_guard
 from drtriton_lsp.source.extract import extract_task
 from drtriton_lsp.source.targets import find_targets
+from drtriton_lsp.source.writeback import verification_candidate
 
 Progress = Callable[[str], None]
 
@@ -71,13 +72,14 @@ class OptimizeOptions:
 class Outcome:
     """What optimizing one target produced: the report, and what write-back needs.
 
+    guards: what the kernels are specialised on (engine/specialization.py), checked by the written dispatch.
     task / input_shapes: the extracted task and its exported input shapes, so that the same kernel
     can be verified or timed again without extracting, capturing or generating it again.
     """
 
     report: dict[str, Any]
     program: CompiledProgram | None = None
-    mode_dependent: bool = False
+    guards: list[dict[str, Any]] = field(default_factory=list)
     task: Task | None = None
     input_shapes: dict[str, Any] | None = None
 
@@ -138,6 +140,7 @@ def optimize_target(
     devices = capture["devices"]
     device = resolve_device(options.device, devices, path, options.device_option)
     graph = OpGraph.from_json(capture["graph"])
+    guards = capture["guards"]
     device_info = describe_device(device, devices)
     versions = devices["versions"]
 
@@ -162,6 +165,7 @@ def optimize_target(
         replaced_ops=list(program.replaced_ops),
         kept_ops=list(program.kept_ops),
         versions=versions,
+        specialization=specialization_of(guards, task),
     )
     if not program.kernels:
         search["seconds"] = round(time.monotonic() - started, 2)
@@ -177,20 +181,20 @@ def optimize_target(
                 **common,
             ),
             program,
-            capture["mode_dependent"],
+            guards,
             task,
             user_input_shapes(graph),
         )
 
     trial = _verify_and_time(
-        task, graph, program, device, device_info, options, runner, python_path, progress, cancel, clock
+        task, graph, program, guards, device, device_info, options, runner, python_path, progress, cancel, clock
     )
     search["verified"] = int(trial.verdict.verified)
     if trial.verdict.verified:
         search["first_verified_s"] = round(trial.verified_at - started, 2)
     if options.search and trial.verdict.verified:
         trial = _search(
-            task, graph, program, trial, device, device_info, options, runner, python_path, progress, cancel,
+            task, graph, program, guards, trial, device, device_info, options, runner, python_path, progress, cancel,
             search, versions, target_name, list(target.forward_params), clock,
         )
     search["seconds"] = round(time.monotonic() - started, 2)
@@ -205,7 +209,7 @@ def optimize_target(
         message="" if trial.verdict.verified else trial.verdict.explanation,
         **common,
     )
-    return Outcome(report, trial.program, capture["mode_dependent"], task, user_input_shapes(graph))
+    return Outcome(report, trial.program, guards, task, user_input_shapes(graph))
 
 
 def reverify_refusal(outcome: Outcome) -> str:
@@ -366,10 +370,13 @@ class _Trial:
 
 
 def _verify_and_time(
-    task, graph, program, device, device_info, options, runner, python_path, progress, cancel, clock: StageClock,
-    stage_prefix: str = "",
+    task, graph, program, guards, device, device_info, options, runner, python_path, progress, cancel,
+    clock: StageClock, stage_prefix: str = "",
 ) -> _Trial:
-    candidate = build_candidate(task.source, program, candidate_header(task, program))
+    # the candidate is the task with its target written back as the user's file will be: what is verified
+    # and timed is the written dispatch, guards included
+    target = "Model" if task.kind == "module" else task.name
+    candidate = verification_candidate(task.source, target, program, candidate_header(task, program), guards)
     benchmark_follows = device != "cpu" and options.benchmark  # when the candidate is verified
     progress(f"verifying on {device_info['kind']}")
     with clock.stage(f"{stage_prefix}verify"):
@@ -407,7 +414,7 @@ def _verify_and_time(
 
 
 def _search(
-    task, graph, program, default, device, device_info, options, runner, python_path, progress, cancel,
+    task, graph, program, guards, default, device, device_info, options, runner, python_path, progress, cancel,
     search, versions, target_name, forward_params, clock: StageClock,
 ) -> _Trial:
     """Search the schedule (GPU only: choosing needs timings), then keep whichever whole program,
@@ -455,8 +462,8 @@ def _search(
     )
     progress("verifying and timing the searched schedule end to end")
     searched = _verify_and_time(
-        task, graph, searched_program, device, device_info, options, runner, python_path, progress, cancel, clock,
-        stage_prefix="searched ",
+        task, graph, searched_program, guards, device, device_info, options, runner, python_path, progress, cancel,
+        clock, stage_prefix="searched ",
     )
     search["verified"] += int(searched.verdict.verified)
     search["default_ms"] = default.timing["triton_ms"] if default.timing else None
@@ -485,6 +492,15 @@ def user_input_shapes(graph: OpGraph) -> dict[str, Any]:
     return {
         "inputs": [list(g.spec.shape) if g.spec else None for g in user_inputs],
         "ranges": graph.symbol_ranges,
+    }
+
+
+def specialization_of(guards: list[dict[str, Any]], task: Task) -> dict[str, Any]:
+    """The report's `specialization`: each guard the written dispatch checks, with its text; and the scalars
+    passed to the kernels at run time instead (none yet: every value the kernels depend on is guarded)."""
+    return {
+        "guards": [{**guard, "text": describe_guard(guard, task.name)} for guard in guards],
+        "runtime_args": [],
     }
 
 
@@ -521,10 +537,13 @@ def provenance_text(outcome: Outcome) -> str:
             f"kept in PyTorch: {', '.join(sorted(set(report['kept_ops']))) or 'nothing'}.",
             f"Verified: {correctness.get('passed')}/{correctness.get('trials')} trials ({tolerance}) on {where}.",
             f"Speed: {speed}.",
-            "Runs only without autograd (torch.no_grad / inference_mode) on CUDA tensors; otherwise the",
-            "original forward runs. Remove this block and the @drtriton_dispatch line to undo.",
-            "Schedule script (save it to a file and pass --schedule FILE to reproduce or refine):",
+            "Runs only without autograd (torch.no_grad / inference_mode), on CUDA tensors, and when every value",
+            "below is as verified; otherwise the original runs (saying once why, through warnings).",
+            "Remove this block and the @drtriton_dispatch line to undo.",
+            "Specialised on (checked at every call):",
         ]
+        + [f"  {guard['text']}" for guard in (report.get("specialization") or {}).get("guards", [])]
+        + ["Schedule script (save it to a file and pass --schedule FILE to reproduce or refine):"]
         + [f"  {line}" for line in (report["kernel"].get("schedule") or "").splitlines()]
     )
 

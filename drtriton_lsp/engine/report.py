@@ -33,8 +33,14 @@ def build_report(
     kept_ops: list[str],
     message: str = "",
     versions: dict[str, str] | None = None,
+    specialization: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """status: verified | failed | no_candidate | error; `message` says why when not verified."""
+    """status: verified | failed | no_candidate | error; `message` says why when not verified.
+
+    specialization: {guards: [{kind, name, ..., text}], runtime_args: [...]}: the values the kernels were
+    generated for, each checked by the written dispatch at every call (any other value runs the original),
+    and the scalars passed to the kernels at run time instead; None when nothing was captured.
+    """
     return {
         "schema": SCHEMA,
         "file": file,
@@ -49,6 +55,7 @@ def build_report(
         "kernel": {"source": kernel_source, "schedule": schedule},
         "replaced_ops": replaced_ops,
         "kept_ops": kept_ops,
+        "specialization": specialization,
         "versions": versions or {},
         "created": _now(),
     }
@@ -189,6 +196,9 @@ def to_markdown(report: dict[str, Any]) -> str:
     ]
     if correctness and "aten_audit" in correctness["checks"]:
         rows.append(("ops from", "the ATen audit of the verified run (what ran, not what was planned)"))
+    guards = (report.get("specialization") or {}).get("guards")
+    if guards:
+        rows.append(("specialised on (checked at each call)", "; ".join(guard["text"] for guard in guards)))
     lines += ["| | |", "|---|---|"] + [f"| {name} | {value.replace('|', '/')} |" for name, value in rows]
     if report["kernel"].get("schedule"):
         lines += ["", "Schedule:", "", "```", report["kernel"]["schedule"].rstrip(), "```"]

@@ -2,20 +2,25 @@
 
 The edit is computed against the text the job read and sent only if the document is still at that version
 (else a `window/showMessageRequest` offers to re-run generate); editors apply it as one undoable change.
+With `drtriton.writeTests`, a regression test runs against the new text first (in a subprocess) and is
+written beside the file once the edit is applied; a failing test means nothing is applied.
 Applying changes the target, so its result is no longer current: asked again, apply says it is done already.
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.server.generate import request_generate
 from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_from_arguments
-from drtriton_lsp.source.writeback import write_back
+
+if TYPE_CHECKING:
+    from drtriton_lsp.server.results import TargetResult
+    from drtriton_lsp.source.regression_test import RegressionTest
 
 APPLY = "drtriton.apply"
 RERUN_GENERATE = "Re-run generate"
@@ -63,12 +68,12 @@ def register(server: DrtritonLanguageServer) -> None:
             ls.in_background(_offer_rerun(ls, uri, name, message))
             return {"applied": False, "message": message}
         from drtriton_lsp.engine.pipeline import provenance_text  # imports torch; a job already did
+        from drtriton_lsp.source.writeback import write_back  # libcst: loaded on the first apply, not at start-up
 
         outcome = result.outcome
         try:
-            written = write_back(
-                result.source_text, name, outcome.program, provenance_text(outcome), mode_dependent=outcome.mode_dependent
-            )
+            written = write_back(result.source_text, name, outcome.program, provenance_text(outcome), outcome.guards)
+            test = await _checked_regression_test(ls, uri, name, result, written) if ls.settings.writeTests else None
         except DrtritonError as problem:
             return _refuse(ls, f"{name}: {problem.message} {problem.hint}")
         edit = ls.document_edit(document, line_edits(result.source_text, written))
@@ -78,7 +83,39 @@ def register(server: DrtritonLanguageServer) -> None:
         if not response.applied:
             return _refuse(ls, f"{name}: the editor did not apply the edit ({response.failure_reason or 'no reason given'})")
         ls.results.mark_applied(result)
-        return {"applied": True}
+        if test is None:
+            return {"applied": True}
+        from drtriton_lsp.source.regression_test import write_regression_test
+
+        try:
+            write_regression_test(test)
+        except DrtritonError as problem:
+            ls.tell(f"{name}: applied, but {problem.message}; {problem.hint}", types.MessageType.Warning)
+            return {"applied": True, "test": None}
+        ls.tell(f"{name}: applied; its regression test passed and is in {test.path}")
+        return {"applied": True, "test": str(test.path)}
+
+
+async def _checked_regression_test(
+    ls: DrtritonLanguageServer, uri: str, name: str, result: TargetResult, written: str
+) -> RegressionTest:
+    """The regression test for the applied kernel, run against `written` in a subprocess before the edit is sent
+    (drtriton.writeTests); a DrtritonError says why it failed, and then nothing is applied."""
+    import asyncio
+    from pathlib import Path
+
+    from pygls.uris import to_fs_path
+
+    from drtriton_lsp.source.extract import example_input_expressions
+    from drtriton_lsp.source.regression_test import check_regression_test, regression_test
+
+    path = Path(to_fs_path(uri))
+    outcome = result.outcome
+    inputs = example_input_expressions(result.source_text, name, str(path))
+    test = regression_test(path, name, outcome.task.kind, inputs, outcome.guards)
+    ls.tell(f"{name}: running its regression test against the new file before applying")
+    await asyncio.to_thread(check_regression_test, test, path, written.encode("utf-8"))
+    return test
 
 
 async def _offer_rerun(ls: DrtritonLanguageServer, uri: str, target_name: str, message: str) -> None:

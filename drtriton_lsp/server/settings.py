@@ -59,6 +59,15 @@ class Settings:
             "on a GPU, also a CUDA context); they end with the server. `false`: each job starts its workers.",
         },
     )
+    writeTests: bool = field(
+        default=False,
+        metadata={
+            "doc": "When applying a kernel, also write a pytest file beside the file (or in its `tests/` folder) "
+            "that compares the kernels with the original forward at the example inputs, other sizes, other "
+            "scalars, float64 and non-contiguous inputs (on CUDA when present, else under Triton's interpreter). "
+            "drtriton runs it in a subprocess against the new text first, and applies nothing if it fails.",
+        },
+    )
     writeBack: str = field(
         default="inline",
         metadata={

@@ -102,10 +102,10 @@ def extract_task(source: str, target_name: str, path: str | None = None) -> Task
     target_statement = _statement_defining(parsed, located.definition)
 
     copied_lines = {
-        index: _numbered_lines(parsed, statement) for index, statement in enumerate(parsed.statements)
+        index: _without_dispatch_decorators(parsed, statement, _numbered_lines(parsed, statement))
+        for index, statement in enumerate(parsed.statements)
     }
     target_index = parsed.statements.index(target_statement)
-    copied_lines[target_index] = _without_dispatch_decorators(parsed, located, copied_lines[target_index])
 
     generated = list(inputs.chunks)
     if target.kind == "function":
@@ -136,6 +136,19 @@ def extract_task(source: str, target_name: str, path: str | None = None) -> Task
         line_map=_line_mappings(origins),
         inputs_from=inputs.inputs_from,
     )
+
+
+def example_input_expressions(source: str, target_name: str, path: str | None = None) -> tuple[str, str]:
+    """(inputs, init): Python expressions, evaluated in the user's module, giving the target's example forward
+    arguments and constructor arguments, where extract_task finds them (pragma or get_inputs/get_init_inputs)."""
+    parsed = parse_file(source, path)
+    located, all_located = find_located_target(parsed, target_name)
+    inputs = _resolve_inputs(parsed, located, all_located)
+    if inputs.inputs_from == "pragma":
+        pragmas = _read_pragmas(parsed, located.target)
+        return pragmas["inputs"][0], pragmas["init"][0] if "init" in pragmas else "[]"
+    has_init = any(statement.defines("get_init_inputs", ast.FunctionDef) for statement in inputs.statements)
+    return "get_inputs()", "get_init_inputs()" if has_init else "[]"
 
 
 @dataclass(frozen=True)
@@ -329,11 +342,19 @@ def _numbered_lines(parsed: ParsedFile, statement: TopLevelStatement) -> list[tu
 
 
 def _without_dispatch_decorators(
-    parsed: ParsedFile, located: LocatedTarget, numbered: list[tuple[int, str]]
+    parsed: ParsedFile, statement: TopLevelStatement, numbered: list[tuple[int, str]]
 ) -> list[tuple[int, str]]:
-    """The target's code without the `@drtriton_dispatch(...)` line an earlier write-back added,
-    so the task is the user's PyTorch code and not the generated kernels."""
-    dropped = dispatch_decorator_lines(parsed, located.forward)
+    """A statement's lines without the `@drtriton_dispatch(...)` lines earlier write-backs added (to the target,
+    or to another target it uses, whose block the task does not copy): the task is the user's PyTorch code."""
+    functions = []
+    for node in statement.nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.append(node)
+        elif isinstance(node, ast.ClassDef):
+            functions += [member for member in node.body if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    dropped = {line for function in functions for line in dispatch_decorator_lines(parsed, function)}
+    if not dropped:
+        return numbered
     return [(number, text) for number, text in numbered if number not in dropped]
 
 

@@ -5,8 +5,8 @@ Also the small text tools the layer shares: import bindings, names a statement r
 
 # NOTE: the standard `ast`, not libcst: on a 3,000-line file `ast.parse` takes ~30-50 ms where
 # libcst's parser takes ~460 ms and its scope analysis ~1.6 s, too slow for keystroke-level
-# requests. No code is regenerated from a tree: copies and edits slice the original lines, so
-# text survives byte for byte. Nothing here executes the file.
+# requests. Copies slice the original lines, so text survives byte for byte; only write-back
+# (writeback.py) edits a libcst tree. Nothing here executes the file.
 
 from __future__ import annotations
 

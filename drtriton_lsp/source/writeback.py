@@ -1,130 +1,105 @@
 """Write-back: the edit that puts verified Triton kernels into the user's file, next to the code they replace.
 
-A marked block above the target plus one dispatch decorator: whole lines only, replaced when written again.
+A marked, self-contained block above the target plus one dispatch decorator, both libcst edits: every
+other byte of the file (comments, formatting, CRLF line endings, a UTF-8 BOM) stays as it was.
 """
+
+# NOTE: libcst is imported inside the functions that edit: the language server's analysis path and the
+# verification worker import this package at start-up and must not pay for (or need) libcst.
 
 from __future__ import annotations
 
-import ast
+import textwrap
+from typing import TYPE_CHECKING, Any
 
 from drtriton_lsp.errors import SourceError
 from drtriton_lsp.source.candidate import GeneratedProgram
+from drtriton_lsp.source.dispatch import (
+    DISPATCH_DECORATOR,
+    describe_guard,
+    render_dispatch_helper,
+    render_specialization,
+    specialization_name,
+)
 from drtriton_lsp.source.pyfile import (
     BLOCK_END,
     BLOCK_START,
-    DISPATCH_DECORATOR,
     ParsedFile,
     block_markers,
-    definition_start_line,
-    dispatch_decorator_lines,
-    generated_blocks,
-    import_bindings,
-    leading_comment_start_line,
-    missing_imports,
     newline_of,
     parse_file,
-    split_lines,
 )
 from drtriton_lsp.source.targets import find_located_target
 
-DISPATCH_IMPORTS = (
-    "import functools",
-    "import os",
-    "import torch",
-    "import triton",
-    "import triton.language as tl",
-)
+if TYPE_CHECKING:
+    import libcst
 
-# The decorator every generated block relies on; defined once, in the file's first block.
-DISPATCH_HELPER = '''\
-def drtriton_dispatch(triton_forward, mode_dependent, is_method=True):
-    """Run `triton_forward` in place of the decorated PyTorch code when that is safe, else the original.
-
-    Safe means: no gradient is needed (the kernels have no backward pass); every tensor argument,
-    parameter and buffer is on a CUDA device, or TRITON_INTERPRET=1 runs Triton on the CPU; and,
-    when the result depends on the mode (dropout, batch norm), the module is in eval mode.
-    The original stays callable as `.reference`. A plain function's Triton forward was generated
-    for a stateless wrapper module, so it receives None for `self`.
-    """
-
-    def tensors_in(values):
-        for value in values:
-            if isinstance(value, torch.Tensor):
-                yield value
-            elif isinstance(value, (list, tuple)):
-                yield from tensors_in(value)
-            elif isinstance(value, dict):
-                yield from tensors_in(value.values())
-
-    def decorate(reference):
-        @functools.wraps(reference)
-        def dispatch(*args, **kwargs):
-            module = args[0] if is_method and args and isinstance(args[0], torch.nn.Module) else None
-            tensors = list(tensors_in((*args, *kwargs.values())))
-            if module is not None:
-                tensors += [*module.parameters(), *module.buffers()]
-            needs_grad = torch.is_grad_enabled() and any(tensor.requires_grad for tensor in tensors)
-            interpreted = os.environ.get("TRITON_INTERPRET") == "1"
-            on_triton_device = bool(tensors) and (interpreted or all(tensor.is_cuda for tensor in tensors))
-            training = mode_dependent and module is not None and module.training
-            if needs_grad or training or not on_triton_device:
-                return reference(*args, **kwargs)
-            if is_method:
-                return triton_forward(*args, **kwargs)
-            return triton_forward(None, *args, **kwargs)
-
-        dispatch.reference = reference
-        return dispatch
-
-    return decorate
-'''
+BYTE_ORDER_MARK = "\ufeff"
 
 
 def write_back(
-    user_source: str, target_name: str, program: GeneratedProgram, provenance: str, *, mode_dependent: bool
+    user_source: str,
+    target_name: str,
+    program: GeneratedProgram,
+    provenance: str,
+    guards: list[dict[str, Any]],
 ) -> str:
     """The user's file with `program` written in for the target `target_name`.
 
     provenance: plain text (any number of lines) written as comments at the top of the block.
-    mode_dependent: the target behaves differently in training mode (dropout, batch norm), so
-    the kernels are used only in eval mode.
+    guards: what the kernels are specialised on (engine/specialization.py); the dispatch checks them.
+    Writing again for the same target replaces its block and decorator. A leading byte order mark stays.
     """
-    parsed = parse_file(user_source)
-    find_located_target(parsed, target_name)
-    _check_markers(parsed)
-    source = _without_generated_block(parsed, target_name)
-    source = _without_dispatch_helper(parse_file(source))
+    import libcst
+
+    bom = BYTE_ORDER_MARK if user_source.startswith(BYTE_ORDER_MARK) else ""
+    source = user_source[len(bom):]
     parsed = parse_file(source)
     located, _ = find_located_target(parsed, target_name)
-    newline = newline_of(user_source)
-    lines = list(parsed.lines)
+    _check_markers(parsed)
+    newline = newline_of(source)
+    is_method = located.target.kind == "module"
 
-    # (first line index, line count replaced, new lines); applied bottom-up so indices stay valid.
-    edits: list[tuple[int, int, list[str]]] = []
-    decorator_line = _dispatch_decorator_line(
-        parsed, located.forward, program.forward_function, mode_dependent, located.target.kind == "module"
-    )
-    existing = dispatch_decorator_lines(parsed, located.forward)
-    if existing:
-        edits.append((existing.start - 1, len(existing), [decorator_line]))
+    module = libcst.parse_module(source)
+    module = _without_block(module, target_name)
+    index = _definition_index(module, target_name)
+    definition = module.body[index]
+    decorator = _dispatch_decorator(program.forward_function, is_method)
+    if is_method:
+        definition = _with_decorated_forward(definition, decorator)
     else:
-        edits.append((definition_start_line(located.forward, parsed.lines) - 1, 0, [decorator_line]))
-    block_line = leading_comment_start_line(parsed, located.target.span.start_line)
-    edits.append((block_line - 1, 0, _generated_block(target_name, provenance, program.kernel_block)))
-    earlier_imports = import_bindings(
-        [
-            node
-            for statement in parsed.statements
-            if statement.start_line < block_line
-            for node in statement.nodes
-        ]
-    )
-    added_imports = missing_imports([*DISPATCH_IMPORTS, *program.required_imports], earlier_imports)
-    edits.append((parsed.leading_import_end_line(), 0, added_imports))
+        definition = _with_decorator(definition, decorator)
 
-    for start, count, new_lines in sorted(edits, key=lambda edit: edit[0], reverse=True):
-        lines[start : start + count] = [line + newline for line in new_lines]
-    return _with_dispatch_helper(lines, newline)
+    block_text = _block_text(target_name, provenance, program, guards, newline)
+    block = libcst.parse_module(block_text)
+    lines = list(definition.leading_lines)
+    header = list(module.header)
+    if index == 0:
+        lines, header = header + lines, []
+    above, attached = _split_leading_lines(lines)
+    statements = list(block.body)
+    statements[0] = statements[0].with_changes(leading_lines=[*above, *block.header, *statements[0].leading_lines])
+    definition = definition.with_changes(leading_lines=[*block.footer, *attached])
+    body = [*module.body[:index], *statements, definition, *module.body[index + 1:]]
+    return bom + module.with_changes(header=header, body=body).code
+
+
+def verification_candidate(
+    task_source: str, target_name: str, program: GeneratedProgram, header: str, guards: list[dict[str, Any]]
+) -> str:
+    """The candidate the verifier judges: the task module with its target written back exactly as the
+    user's file will get it (same block, dispatch helper and decorator), and `ModelNew = Model` after it.
+
+    target_name: "Model" for a module target (the task renames it), else the task's function, which the
+    task's generated Model calls, so the verifier's calls go through the written dispatch.
+    """
+    written = write_back(task_source, target_name, program, header, guards)
+    return written.rstrip("\n") + "\n\n\n# the verifier builds ModelNew: the written-back Model itself\nModelNew = Model\n"
+
+
+def describe_specialization(guards: list[dict[str, Any]], owner: str) -> list[str]:
+    """The guards in words, one line each (report, provenance comment)."""
+    return [describe_guard(guard, owner) for guard in guards]
 
 
 def _check_markers(parsed: ParsedFile) -> None:
@@ -143,74 +118,151 @@ def _raise_broken_block(parsed: ParsedFile, name: str, line: int, problem: str) 
     raise SourceError(
         f"The generated block for {name} has {problem} (line {line}).",
         f"Restore the marker lines `{BLOCK_START}{name}` and `{BLOCK_END}{name}` around the block, "
-        "or delete the whole block and the @drtriton_dispatch line, then run again.",
+        f"or delete the whole block and the @{DISPATCH_DECORATOR} line, then run again.",
         path=parsed.path,
         line=line,
     )
 
 
-def _without_generated_block(parsed: ParsedFile, name: str) -> str:
-    """The source without the block generated for `name` and the two blank lines that follow it."""
-    lines = list(parsed.lines)
-    for block in reversed(parsed.generated_blocks):
-        if block.name == name:
-            del lines[block.start_line - 1 : _after_blank_lines(lines, block.end_line)]
-    return "".join(lines)
+def _is_marker(line: libcst.EmptyLine, marker: str) -> bool:
+    return line.comment is not None and line.comment.value.rstrip() == marker
 
 
-def _without_dispatch_helper(parsed: ParsedFile) -> str:
-    """The source without the dispatch helper in generated blocks (put back in the first block later)."""
-    lines = list(parsed.lines)
-    for statement in reversed(parsed.statements):
-        if statement.in_generated_block and statement.defines(DISPATCH_DECORATOR, ast.FunctionDef):
-            del lines[statement.start_line - 1 : _after_blank_lines(lines, statement.end_line)]
-    return "".join(lines)
+def _without_block(module: libcst.Module, name: str) -> libcst.Module:
+    """The module without the block generated for `name` and the two blank lines after its end marker.
+
+    The markers are comment lines, which libcst keeps in the leading lines of the statement after them
+    (the module's header or footer at either end of the file).
+    """
+    start, end = f"{BLOCK_START}{name}", f"{BLOCK_END}{name}"
+    # holder -1 is the header, 0..n-1 the statements' leading lines, n the footer
+    holders = [list(module.header), *(list(statement.leading_lines) for statement in module.body), list(module.footer)]
+
+    def holding(marker: str, first_holder: int) -> tuple[int, int] | None:
+        """(holder, line position) of the first `marker` line from `first_holder` on."""
+        for holder, lines in enumerate(holders[first_holder + 1 :], start=first_holder):
+            for position, line in enumerate(lines):
+                if _is_marker(line, marker):
+                    return holder, position
+        return None
+
+    opening = holding(start, -1)
+    closing = holding(end, opening[0]) if opening is not None else None
+    if opening is None or closing is None:  # _check_markers leaves no half block
+        return module
+    first, start_position = opening
+    last, end_position = closing
+    after = holders[last + 1][end_position + 1 :]
+    skipped = 0
+    while skipped < 2 and skipped < len(after) and after[skipped].comment is None:
+        skipped += 1
+    kept = [*holders[first + 1][:start_position], *after[skipped:]]
+    header = [] if first == -1 else list(module.header)
+    body = list(module.body)
+    footer = list(module.footer)
+    if last == len(body):
+        footer = kept
+    else:
+        body[last] = body[last].with_changes(leading_lines=kept)
+    del body[max(first, 0) : last]
+    return module.with_changes(header=header, body=body, footer=footer)
 
 
-def _after_blank_lines(lines: list[str], end_line: int, most: int = 2) -> int:
-    """The 0-based index after line `end_line` and up to `most` blank lines following it."""
-    index = end_line
-    while index < len(lines) and index < end_line + most and not lines[index].strip():
-        index += 1
-    return index
+def _definition_index(module: libcst.Module, name: str) -> int:
+    """The index of the last top-level class or function called `name` (as targets.py picks it)."""
+    import libcst
 
-
-def _dispatch_decorator_line(
-    parsed: ParsedFile,
-    forward: ast.FunctionDef | ast.AsyncFunctionDef,
-    forward_function: str,
-    mode_dependent: bool,
-    is_method: bool,
-) -> str:
-    first_line = parsed.line_text(definition_start_line(forward, parsed.lines))
-    indent = first_line[: len(first_line) - len(first_line.lstrip())]
-    method_flag = "" if is_method else ", is_method=False"
-    return f"{indent}@{DISPATCH_DECORATOR}({forward_function}, mode_dependent={mode_dependent}{method_flag})"
-
-
-def _generated_block(name: str, provenance: str, kernel_block: str) -> list[str]:
-    """Start marker, provenance comments, a blank line, the kernels, the end marker, blank lines."""
-    comments = [f"# {line}".rstrip() for line in provenance.strip("\n").splitlines()]
-    kernels = split_lines(kernel_block.strip("\n") + "\n")
-    return [
-        f"{BLOCK_START}{name}",
-        *comments,
-        "",
-        *(line.rstrip("\r\n") for line in kernels),
-        "",
-        "",
-        f"{BLOCK_END}{name}",
-        "",
-        "",
+    found = [
+        index
+        for index, statement in enumerate(module.body)
+        if isinstance(statement, (libcst.ClassDef, libcst.FunctionDef)) and statement.name.value == name
     ]
+    if not found:
+        raise SourceError(f"No definition of {name} at the top level of the file.", "Run drtriton on the current file.")
+    return found[-1]
 
 
-def _with_dispatch_helper(lines: list[str], newline: str) -> str:
-    """Put the dispatch helper in the file's first generated block, after its provenance comments
-    and the blank line that ends them: it must exist before any decorated definition runs."""
-    first = generated_blocks(lines)[0]
-    inside = range(first.start_line, first.end_line - 1)  # 0-based indices of the lines between the markers
-    blank = next((index for index in inside if not lines[index].strip()), first.end_line - 2)
-    helper = [line + newline for line in DISPATCH_HELPER.split("\n")[:-1]] + [newline, newline]
-    lines[blank + 1 : blank + 1] = helper
-    return "".join(lines)
+def _dispatch_decorator(forward_function: str, is_method: bool) -> libcst.Decorator:
+    import libcst
+
+    method_flag = "" if is_method else ", is_method=False"
+    call = f"{DISPATCH_DECORATOR}({forward_function}, {specialization_name(forward_function)}{method_flag})"
+    return libcst.Decorator(decorator=libcst.parse_expression(call))
+
+
+def _is_dispatch_decorator(decorator: libcst.Decorator) -> bool:
+    import libcst
+
+    called = decorator.decorator.func if isinstance(decorator.decorator, libcst.Call) else decorator.decorator
+    return isinstance(called, libcst.Name) and called.value == DISPATCH_DECORATOR
+
+
+def _with_decorator(function: libcst.FunctionDef, decorator: libcst.Decorator) -> libcst.FunctionDef:
+    """`function` with `decorator` outermost, in place of a dispatch decorator a write-back added before."""
+    existing = list(function.decorators)
+    for index, present in enumerate(existing):
+        if _is_dispatch_decorator(present):
+            existing[index] = present.with_changes(decorator=decorator.decorator)
+            return function.with_changes(decorators=existing)
+    return function.with_changes(decorators=[decorator, *existing])
+
+
+def _with_decorated_forward(cls: libcst.ClassDef, decorator: libcst.Decorator) -> libcst.ClassDef:
+    import libcst
+
+    body = list(cls.body.body)
+    forwards = [
+        index for index, member in enumerate(body) if isinstance(member, libcst.FunctionDef) and member.name.value == "forward"
+    ]
+    if not forwards:
+        raise SourceError(f"{cls.name.value} defines no forward method.", "drtriton replaces exactly that method.")
+    body[forwards[-1]] = _with_decorator(body[forwards[-1]], decorator)
+    return cls.with_changes(body=cls.body.with_changes(body=body))
+
+
+def _split_leading_lines(lines: list[libcst.EmptyLine]) -> tuple[list[libcst.EmptyLine], list[libcst.EmptyLine]]:
+    """(lines above, the comment block directly above the definition): the block goes between them,
+    so the definition keeps its own comments (an input pragma) with no blank line in between."""
+    start = len(lines)
+    while start > 0 and lines[start - 1].comment is not None and not _is_any_marker(lines[start - 1]):
+        start -= 1
+    return lines[:start], lines[start:]
+
+
+def _is_any_marker(line: libcst.EmptyLine) -> bool:
+    return line.comment is not None and line.comment.value.startswith((BLOCK_START, BLOCK_END))
+
+
+def _block_text(
+    name: str, provenance: str, program: GeneratedProgram, guards: list[dict[str, Any]], newline: str
+) -> str:
+    """Start marker, provenance comments, the dispatch helper, the specialization table, the kernels
+    (defined only where Triton imports), the end marker and two blank lines; in the file's line ending."""
+    comments = [f"# {line}".rstrip() for line in provenance.strip("\n").splitlines()]
+    kernels = textwrap.indent(program.kernel_block.strip("\n"), "    ")
+    text = "\n".join(
+        [
+            f"{BLOCK_START}{name}",
+            *comments,
+            "",
+            render_dispatch_helper().rstrip("\n"),
+            "",
+            "",
+            render_specialization(specialization_name(program.forward_function), guards).rstrip("\n"),
+            "",
+            "",
+            "if triton is not None:  # the kernels exist only where Triton is installed",
+            "",
+            kernels,
+            "",
+            "else:",
+            f"    {program.forward_function} = None",
+            "",
+            "",
+            f"{BLOCK_END}{name}",
+            "",
+            "",
+            "",
+        ]
+    )
+    return text.replace("\n", newline)

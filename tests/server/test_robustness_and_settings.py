@@ -132,7 +132,7 @@ async def test_invalid_settings_are_reported_once_and_replaced_by_defaults(clien
     assert sorted(message.message for message in client.messages) == [
         "drtriton: drtriton setting onSave = 'sometimes' is not one of off, hint, search; using 'hint'",
         "drtriton: drtriton setting trials = 0 is below the minimum 1; using 5",
-        "drtriton: unknown drtriton setting 'colour' (known: device, onSave, trials, warmWorker, writeBack); ignored",
+        "drtriton: unknown drtriton setting 'colour' (known: device, onSave, trials, warmWorker, writeTests, writeBack); ignored",
     ]
 
 
@@ -153,4 +153,4 @@ async def test_settings_pulled_with_workspace_configuration(client):
         "drtriton: drtriton setting device = 'tpu' is not one of auto, cpu, cuda; using 'auto'",
     ]
     # initializationOptions first, then the pulled section; a rejected value falls back to its default.
-    assert information["settings"] == {**TEST_SETTINGS, "onSave": "search", "trials": 5, "device": "auto", "writeBack": "inline"}
+    assert information["settings"] == {**TEST_SETTINGS, "onSave": "search", "trials": 5, "device": "auto", "writeTests": False, "writeBack": "inline"}

@@ -31,3 +31,22 @@ def {prefix}_triton_forward(self, x, *rest, **options):
     return torch.full_like(x, -1.0)
 '''
     return StandInProgram(kernel_block, f"{prefix}_triton_forward")
+
+
+def launching_relu_program(prefix: str, wrong: bool = False) -> StandInProgram:
+    """A relu kernel and a forward that launches it (`wrong`: and then returns its input instead)."""
+    kernel_block = f'''
+@triton.jit
+def {prefix}_relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n  # mask guards the last block
+    tl.store(out_ptr + offsets, tl.maximum(tl.load(x_ptr + offsets, mask=mask), 0.0), mask=mask)
+
+
+def {prefix}_triton_forward(self, x):
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    {prefix}_relu_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
+    return {"x" if wrong else "out"}
+'''
+    return StandInProgram(kernel_block, f"{prefix}_triton_forward")

@@ -1,0 +1,449 @@
+"""The dispatch helper every written block carries, and the specialization table its decorator checks.
+
+One canonical text (`DISPATCH_HELPER`), copied verbatim into each block so that a block is self-contained
+and a static policy can recognise the helper by AST equality (`is_dispatch_helper_statement`).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import math
+import re
+from typing import Any
+
+from drtriton_lsp.errors import SourceError
+
+DISPATCH_DECORATOR = "drtriton_dispatch"
+
+# NOTE: this text is a contract. The verifier's static policy accepts, in candidate code, exactly
+# these statements (compared as ASTs), so any change here is a change to what that policy trusts.
+# It must run wherever the user's file runs: plain Python, torch, and Triton only if installed.
+DISPATCH_HELPER = '''\
+import functools as _drtriton_functools
+import inspect as _drtriton_inspect
+import math as _drtriton_math
+import os as _drtriton_os
+import warnings as _drtriton_warnings
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # no Triton here: every decorated call runs the original code
+    triton = tl = None
+
+
+class DrtritonDefinition:
+    """A function, class, enum member or object in a specialization, known by its module and name.
+
+    module None is the module that holds the decorated code. kind "object" also compares the
+    object's attributes, "partial" a functools.partial's function and arguments, "opaque" only its type.
+    """
+
+    drtriton_pattern = True
+
+    def __init__(self, kind, module, qualname, detail=None):
+        self.kind = kind
+        self.module = module
+        self.qualname = qualname
+        self.detail = detail
+
+    def __repr__(self):
+        return f"{self.module + '.' if self.module else ''}{self.qualname}"
+
+    def matches(self, value, home):
+        if value is self.__dict__.get("matched"):
+            return True  # the very function or class that matched before
+        if self.kind == "partial":
+            function, arguments, keywords = self.detail
+            return (
+                isinstance(value, _drtriton_functools.partial)
+                and drtriton_same(value.func, function, home)
+                and drtriton_same(value.args, arguments, home)
+                and drtriton_same(value.keywords, keywords, home)
+            )
+        definition = value if self.kind in ("function", "class") else type(value)
+        definition = getattr(definition, "__func__", definition)  # a bound method: its function
+        if (
+            getattr(definition, "__module__", None) != (self.module or home)
+            or getattr(definition, "__qualname__", None) != self.qualname
+        ):
+            return False
+        if self.kind == "enum":
+            return getattr(value, "name", None) == self.detail
+        if self.kind == "object":
+            attributes = getattr(value, "__dict__", None)
+            return isinstance(attributes, dict) and drtriton_same(attributes, self.detail, home)
+        if self.kind in ("function", "class"):
+            self.matched = value
+        return True
+
+
+def drtriton_same(value, expected, home):
+    """Whether `value` is the value the kernels were specialised on: same kind of value and equal
+    (a float must be a float; -0.0 differs from 0.0 and NaN matches NaN; torch.Size counts as a tuple)."""
+    if getattr(type(expected), "drtriton_pattern", False):
+        return expected.matches(value, home)
+    if isinstance(expected, float):
+        if type(value) is not float:
+            return False
+        if value != value or expected != expected:
+            return value != value and expected != expected
+        return value == expected and _drtriton_math.copysign(1.0, value) == _drtriton_math.copysign(1.0, expected)
+    if isinstance(expected, (tuple, list)):
+        return (
+            isinstance(value, type(expected))
+            and len(value) == len(expected)
+            and all(drtriton_same(item, want, home) for item, want in zip(value, expected))
+        )
+    if isinstance(expected, dict):
+        return (
+            isinstance(value, dict)
+            and value.keys() == expected.keys()
+            and all(drtriton_same(value[key], want, home) for key, want in expected.items())
+        )
+    return type(value) is type(expected) and value == expected
+
+
+def drtriton_dispatch(triton_forward, specialization, is_method=True):
+    """Run `triton_forward` in place of the decorated PyTorch code when the call is one it was verified for.
+
+    The kernels run only when no gradient is needed (they have no backward pass), every tensor is on
+    one CUDA device (or on the CPU under Triton's interpreter: TRITON_INTERPRET=1 at import), and every value in
+    `specialization` holds: the module's scalar attributes and submodule classes, parameter and input
+    dtypes, ranks and fixed sizes, argument values (defaults included), module constants, and the
+    training mode. Any other call runs the original, kept as `.reference`; a failed value check says
+    so once through `warnings`. A function's Triton forward receives None for `self`.
+    """
+
+    def decorate(reference):
+        signature = _drtriton_inspect.signature(reference)
+        names = list(signature.parameters)
+        plain_signature = all(
+            parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+            for parameter in signature.parameters.values()
+        )
+        home = reference.__module__
+        owner = reference.__qualname__.rpartition(".")[0] if is_method else reference.__qualname__
+        original = f"{owner}.forward" if is_method else owner
+        missing = object()
+        warned = set()
+        # read once, as triton.jit does: kernels defined without it are compiled ones, which need CUDA tensors
+        interpreted = _drtriton_os.environ.get("TRITON_INTERPRET") == "1"
+
+        def bind(args, kwargs):
+            if not kwargs and plain_signature and len(args) == len(names):
+                return dict(zip(names, args))
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:  # a call the original rejects: let it say so in its own words
+                return None
+            bound.apply_defaults()
+            return bound.arguments
+
+        def same(value, expected):
+            """drtriton_same, with the usual cases first: this runs for every guard of every call."""
+            if value is expected:
+                return True
+            kind = type(expected)
+            if kind is float and type(value) is float and value == expected and expected != 0.0:
+                return True
+            if kind in (int, str, bool):
+                return type(value) is kind and value == expected
+            return drtriton_same(value, expected, home)
+
+        # Submodules are found once per call, parents first, each from its parent with one getattr;
+        # every other guard on the module reads one attribute of one of them.
+        submodules = []  # (path, parent path, attribute, expected class)
+        tensors = []  # (label, "module" or "argument", parent path or argument, attribute, dtype, sizes: None where free)
+        values = []  # (label, "module", "class", "argument" or "global", parent path or name, attribute, expected)
+        sizes = []  # (label, [(argument, dim)], low, high): dims that share one free size
+        modes = []
+        for kind, name, *expected in specialization:
+            parent, _, attribute = name.rpartition(".") if isinstance(name, str) else ("", "", "")
+            if kind == "module":
+                submodules.append((name, parent, attribute, expected[0]))
+            elif kind in ("parameter", "buffer"):
+                tensors.append((f"{owner}.{name}", "module", parent, attribute, *expected))
+            elif kind == "tensor":
+                tensors.append((f"argument {name!r}", "argument", name, None, *expected))
+            elif kind == "attribute":
+                values.append((f"{owner}.{name}", "module", parent, attribute, expected[0]))
+            elif kind == "class_attribute":
+                values.append((f"{owner}.{name} (a class attribute)", "class", parent, attribute, expected[0]))
+            elif kind == "argument":
+                values.append((f"argument {name!r}", "argument", name, None, expected[0]))
+            elif kind == "global":
+                values.append((f"{name} (module constant)", "global", name, None, expected[0]))
+            elif kind == "sizes":
+                sizes.append((" and ".join(f"{place}.shape[{dim}]" for place, dim in name), name, *expected))
+            elif kind == "training":
+                modes.append(name)
+        named = {path for path, *_ in submodules}
+        for _, where, parent, *_ in tensors + values:
+            while where in ("module", "class") and parent and parent not in named:
+                named.add(parent)
+                submodules.append((parent, *parent.rpartition(".")[::2], None))  # read through, class not guarded
+                parent = parent.rpartition(".")[0]
+        submodules.sort(key=lambda entry: entry[0].count("."))
+
+        def mismatch(module, arguments, found, tree):
+            """(guard, sentence) for the first value the kernels were not verified for; None if none."""
+            cls = type(module)
+            if is_method and (cls.__module__ != home or cls.__qualname__ != owner):
+                return "class", f"{cls.__name__} is not {owner} (a subclass may change what forward computes)"
+            for (label, _, _, _, dtype, shape), tensor in zip(tensors, found):
+                if tensor.dtype != dtype:
+                    return label, f"{label} is {tensor.dtype}, the kernels were verified for {dtype}"
+                sizes_now = tensor.shape
+                if len(sizes_now) != len(shape):
+                    return label, f"{label} has {len(sizes_now)} dims, the kernels were verified for {len(shape)}"
+                if sizes_now != shape and any(want is not None and size != want for size, want in zip(sizes_now, shape)):
+                    dim, size, want = next(
+                        (dim, size, want) for dim, (size, want) in enumerate(zip(sizes_now, shape)) if want not in (None, size)
+                    )
+                    return label, f"{label} has size {size} in dim {dim}, the kernels were verified for {want}"
+            for label, places, low, high in sizes:
+                seen = sorted({arguments[name].shape[dim] for name, dim in places})
+                if len(seen) > 1 or seen[0] < low or (high is not None and seen[0] > high):
+                    span = f"from {low} to {high}" if high is not None else f"of {low} or more"
+                    return label, f"{label} is {seen}, the kernels were verified for one size {span}"
+            for path, _, _, expected in submodules:
+                submodule = tree[path]
+                if expected is not None and not same(type(submodule), expected):
+                    return f"class of {path}", f"the class of {owner}.{path} is {type(submodule)!r}, the kernels were verified for {expected!r}"
+                if submodule._forward_hooks or submodule._forward_pre_hooks:
+                    return f"hooks on {path}", f"{owner}.{path} has a forward hook, which the kernels would skip"
+            for label, where, key, attribute, expected in values:
+                if where == "module":
+                    value = getattr(tree.get(key, missing), attribute, missing)
+                elif where == "argument":
+                    value = arguments.get(key, missing)
+                elif where == "global":
+                    value = reference.__globals__.get(key, missing)
+                else:
+                    value = getattr(type(tree.get(key, missing)), attribute, missing)
+                if not same(value, expected):
+                    shown = "missing" if value is missing else repr(value)
+                    return label, f"{label} is {shown}, the kernels were verified for {expected!r}"
+            if modes:
+                flags = {submodule.training for submodule in tree.values()}
+                if modes[0] == "eval" and True in flags:
+                    return "training", f"{owner} is in training mode, the kernels were verified in eval mode (call .eval())"
+                if len(flags) > 1:
+                    return "training", f"{owner} mixes training and eval submodules, the kernels were verified in one mode"
+            return None
+
+        @_drtriton_functools.wraps(reference)
+        def dispatch(*args, **kwargs):
+            if triton_forward is None:
+                reason = ("triton", "Triton is not installed")
+            else:
+                arguments = None if torch.compiler.is_compiling() else bind(args, kwargs)
+                if arguments is None:
+                    return reference(*args, **kwargs)
+                module = args[0] if is_method else None
+                tree = {"": module}
+                for path, parent, attribute, _ in submodules:
+                    tree[path] = getattr(tree[parent], attribute, missing) if tree.get(parent, missing) is not missing else missing
+                if missing in tree.values():
+                    return reference(*args, **kwargs)  # a submodule is gone: the original says what it needs
+                found = [
+                    getattr(tree[key], attribute, missing) if where == "module" else arguments.get(key, missing)
+                    for _, where, key, attribute, *_ in tensors
+                ]
+                if not found or not all(type(tensor) in (torch.Tensor, torch.nn.Parameter) for tensor in found):
+                    return reference(*args, **kwargs)  # not plain tensors (a subclass, a proxy, missing)
+                if torch.is_grad_enabled() and any(tensor.requires_grad for tensor in found):
+                    return reference(*args, **kwargs)  # a gradient is needed, and the kernels have no backward pass
+                devices = {tensor.get_device() for tensor in found}  # -1: the CPU
+                if len(devices) > 1 or not (interpreted or all(tensor.is_cuda for tensor in found)) or any(
+                    tensor.layout != torch.strided for tensor in found
+                ):
+                    return reference(*args, **kwargs)  # several devices, not CUDA (MPS, CPU), or sparse
+                reason = mismatch(module, arguments, found, tree)
+                if reason is None:
+                    passed = [arguments[name] for name in names[1 if is_method else 0:]]
+                    device = min(devices)
+                    if device >= 0 and device != torch.cuda.current_device():
+                        with torch.cuda.device(device):
+                            return triton_forward(module, *passed)
+                    return triton_forward(module, *passed)
+            guard, sentence = reason
+            if guard not in warned:
+                warned.add(guard)
+                _drtriton_warnings.warn(f"drtriton: {sentence}; running the original {original}", stacklevel=2)
+            return reference(*args, **kwargs)
+
+        dispatch.reference = reference
+        return dispatch
+
+    return decorate
+'''
+
+
+@functools.lru_cache(maxsize=1)
+def _helper_statement_dumps() -> frozenset[str]:
+    return frozenset(ast.dump(statement) for statement in ast.parse(DISPATCH_HELPER).body)
+
+
+def is_dispatch_helper_statement(statement: ast.stmt) -> bool:
+    """Whether a top-level statement is one of the dispatch helper's, exactly (compared as an AST)."""
+    return ast.dump(statement) in _helper_statement_dumps()
+
+
+def without_dispatch_decorators(statement: ast.stmt) -> ast.stmt:
+    """A copy of a top-level statement without the `@drtriton_dispatch(...)` decorators write-back adds (on a
+    function, or on a class's methods): a written target compares equal (as an AST) to the task's own statement."""
+    copied = copy.deepcopy(statement)
+    functions = [copied] if isinstance(copied, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    if isinstance(copied, ast.ClassDef):
+        functions = [node for node in copied.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for function in functions:
+        function.decorator_list = [
+            decorator
+            for decorator in function.decorator_list
+            if not (
+                isinstance(decorator, ast.Call)
+                and isinstance(decorator.func, ast.Name)
+                and decorator.func.id == DISPATCH_DECORATOR
+            )
+        ]
+    return copied
+
+
+def render_dispatch_helper(newline: str = "\n") -> str:
+    """The helper's text with the file's line ending."""
+    return DISPATCH_HELPER.replace("\n", newline)
+
+
+def specialization_name(forward_function: str) -> str:
+    """`RMS_NORM_SPECIALIZATION` for the forward function `rms_norm_triton_forward`."""
+    return f"{forward_function.removesuffix('_triton_forward').upper()}_SPECIALIZATION"
+
+
+def render_specialization(name: str, guards: list[dict[str, Any]]) -> str:
+    """`NAME = (...)`: the guards as Python source, one per line, in the form drtriton_dispatch reads.
+
+    guards: what capture recorded (see engine/specialization.py). Raises SourceError for a guard
+    that is not in that form (drtriton only ever writes values it can spell as plain Python).
+    """
+    lines = [f"{name} = ("]
+    for guard in guards:
+        kind = guard["kind"]
+        if kind in ("parameter", "buffer", "tensor"):
+            entry = [repr(guard["name"]), f"torch.{_identifier(guard['dtype'])}", _python(guard["shape"], tuple_of=True)]
+        elif kind == "sizes":
+            places = tuple((str(name), int(axis)) for name, axis in guard["dims"])
+            high = None if guard["high"] is None else int(guard["high"])
+            entry = [repr(places), repr(int(guard["low"])), repr(high)]
+        elif kind == "training":
+            entry = [repr(guard["name"])]
+        elif kind in ("attribute", "class_attribute", "module", "argument", "global"):
+            entry = [repr(guard["name"]), _python(guard["value"])]
+        else:
+            raise SourceError(f"drtriton cannot write a guard of kind {kind!r}.", "This is a drtriton bug; please report it.")
+        lines.append(f"    ({repr(kind)}, {', '.join(entry)}),")
+    lines.append(")")
+    text = "\n".join(lines) + "\n"
+    ast.parse(text)  # a malformed value fails here, not in the user's file
+    return text
+
+
+def describe_guard(guard: dict[str, Any], owner: str) -> str:
+    """One guard in words, for the report and the provenance comment."""
+    kind = guard["kind"]
+    if kind == "sizes":
+        dims = " = ".join(f"{place}.shape[{axis}]" for place, axis in guard["dims"])
+        span = f"{guard['low']}..{guard['high']}" if guard["high"] is not None else f">= {guard['low']}"
+        return f"free size {dims} ({span})"
+    name = guard["name"]
+    if kind in ("parameter", "buffer"):
+        return f"{owner}.{name}: {guard['dtype']} {_shape_text(guard['shape'])}"
+    if kind == "tensor":
+        return f"{name}: {guard['dtype']} {_shape_text(guard['shape'])}"
+    if kind == "training":
+        return f"{owner} in eval mode" if name == "eval" else f"{owner} and its submodules all in one mode"
+    value = _readable(guard["value"])
+    if kind == "attribute":
+        return f"{owner}.{name} == {value}"
+    if kind == "class_attribute":
+        return f"{owner}.{name} == {value} (class attribute)"
+    if kind == "module":
+        return f"{owner}.{name} is a {value}"
+    if kind == "argument":
+        return f"argument {name} == {value}"
+    return f"module constant {name} == {value}"
+
+
+def _readable(value: Any) -> str:
+    """A value in a guard's description: as Python, with definitions by their dotted name."""
+    if isinstance(value, dict) and len(value) <= 2:
+        tag, content = next(iter(value.items()))
+        if tag in ("function", "class", "object"):
+            module, qualname = content
+            return f"{module + '.' if module else ''}{qualname}" + (" (its attributes too)" if tag == "object" else "")
+        if tag == "opaque":
+            module, qualname = content
+            return f"an instance of {module + '.' if module else ''}{qualname} (its type only)"
+        if tag == "enum":
+            module, qualname, member = content
+            return f"{qualname}.{member}"
+    return _python(value)
+
+
+def _shape_text(shape: list[int | None]) -> str:
+    return "[" + ", ".join("*" if size is None else str(size) for size in shape) + "]"
+
+
+def _identifier(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_]\w*", text):
+        raise SourceError(f"drtriton cannot write {text!r} as a torch name.", "This is a drtriton bug; please report it.")
+    return text
+
+
+def _python(value: Any, tuple_of: bool = False) -> str:
+    """Python source for a value encoded by engine/specialization.py (`tuple_of`: a list written as a tuple)."""
+    if isinstance(value, list) and tuple_of:
+        return _sequence("(", [_python(item) for item in value], ")", tuple_=True)
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if not isinstance(value, dict) or len(value) != 1 and "object" not in value:
+        raise SourceError(f"drtriton cannot write the value {value!r} as Python.", "This is a drtriton bug; please report it.")
+    tag, content = next(iter(value.items()))
+    if tag == "float":
+        number = float(content)
+        return repr(number) if math.isfinite(number) else f'float("{number}")'
+    if tag == "tuple":
+        return _sequence("(", [_python(item) for item in content], ")", tuple_=True)
+    if tag == "list":
+        return _sequence("[", [_python(item) for item in content], "]")
+    if tag == "dict":
+        return _sequence("{", [f"{_python(key)}: {_python(item)}" for key, item in content], "}")
+    if tag == "torch":
+        return f"torch.{_identifier(content)}"
+    if tag == "device":
+        return f"torch.device({str(content)!r})"
+    if tag in ("function", "class", "opaque"):
+        module, qualname = content
+        return f"DrtritonDefinition({tag!r}, {module!r}, {qualname!r})"
+    if tag == "enum":
+        module, qualname, member = content
+        return f"DrtritonDefinition('enum', {module!r}, {qualname!r}, {member!r})"
+    if tag == "partial":
+        function, arguments, keywords = content
+        detail = f"({_python(function)}, {_python(arguments)}, {_python(keywords)})"
+        return f"DrtritonDefinition('partial', 'functools', 'partial', {detail})"
+    if tag == "object":
+        module, qualname = content
+        return f"DrtritonDefinition('object', {module!r}, {qualname!r}, {_python(value['attributes'])})"
+    raise SourceError(f"drtriton cannot write a value tagged {tag!r} as Python.", "This is a drtriton bug; please report it.")
+
+
+def _sequence(opening: str, items: list[str], closing: str, tuple_: bool = False) -> str:
+    if tuple_ and len(items) == 1:
+        return f"{opening}{items[0]},{closing}"
+    return f"{opening}{', '.join(items)}{closing}"
