@@ -155,3 +155,34 @@ def test_kernel_bodies_may_call_triton_tensor_methods_and_other_kernels():
 def test_kept_aten_ops_with_special_names_and_a_parameter_named_input_pass():
     source = candidate(body="mask = torch.ops.aten.__and__.Tensor(out > 0, out < 1)\ninput = out\nout = input")
     assert policy_violation(source) is None
+
+
+TASK = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = 2.0
+
+    def forward(self, x):
+        return torch.relu(x) * self.scale
+"""
+
+
+def test_a_written_target_is_exempt_but_what_its_dispatch_decorator_carries_is_checked():
+    kernel = candidate().split("class ModelNew")[0]
+    written = TASK.replace("    def forward", "    @drtriton_dispatch(forward_kernels)\n    def forward")
+    alias = "\n\nModelNew = Model\n"
+    assert policy_violation(kernel + written + alias, TASK) is None
+    smuggled = TASK.replace("    def forward", "    @drtriton_dispatch(__import__('os')._exit(0))\n    def forward")
+    violation = policy_violation(kernel + smuggled + alias, TASK)
+    assert violation is not None and "__import__" in violation.detail
+
+
+def test_a_task_statement_reused_inside_the_candidates_own_code_is_checked():
+    task = TASK + "\n\ndef helper(obj, name, value):\n    setattr(obj, name, value)\n"
+    reused = candidate(body="setattr(obj, name, value)")
+    violation = policy_violation(reused, task)
+    assert violation is not None and "uses setattr" in violation.detail
