@@ -376,7 +376,8 @@ def test_a_target_that_uses_another_written_target_extracts_its_pytorch_code(rea
 def test_libcst_is_loaded_by_write_back_only():
     """The language server's start-up and the workers never import libcst (the GPU machine may not have it)."""
     modules = ["drtriton_lsp.server.main", "drtriton_lsp.server.apply_kernel", "drtriton_lsp.runners.worker",
-               "drtriton_lsp.engine.verify_worker", "drtriton_lsp.engine.capture_job", "drtriton_lsp.engine.verify"]
+               "drtriton_lsp.engine.judge", "drtriton_lsp.engine.candidate_host", "drtriton_lsp.engine.capture_job",
+               "drtriton_lsp.engine.verify"]
     check = f"import sys\nfor name in {modules!r}:\n    __import__(name)\nprint('libcst' in sys.modules)"
 
     loaded = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
