@@ -73,7 +73,7 @@ def _run(path: str, target: str, start: str, args) -> dict:
         if start == "ahead":
             python_path = worker_python_path(path)
             warm.prepare(python_path=python_path, method="capture")
-            warm.prepare(env=worker_environment(likely_device(args.device)), python_path=python_path)
+            warm.prepare(env=worker_environment(likely_device(args.device)), python_path=python_path, method="verify")
             time.sleep(args.ahead)  # the user reads the lens, then asks
             runner.take_spare_from(warm)
         outcome = optimize_target(Path(path).read_text(), path, target, options=options, runner=runner)

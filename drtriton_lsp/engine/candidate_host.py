@@ -20,6 +20,7 @@ import torch
 
 from drtriton_lsp.engine.op_audit import CandidateAudit, GuardedBuffer, guarded_buffer
 from drtriton_lsp.engine.task import load_module_from_source
+from drtriton_lsp.engine.tensor_exchange import deliver, unshare
 from drtriton_lsp.engine.triton_launches import LaunchCounter
 
 CANDIDATE_MODULE = "drtriton_candidate"
@@ -63,7 +64,7 @@ class Host:
             raise CandidateFailed("import_error", _describe(error)) from error
         if not hasattr(self.module, "ModelNew"):
             raise CandidateFailed("no_model_new", "the candidate defines no ModelNew")
-        return self.instance({**request, "name": "primary"})
+        return {**self.instance({**request, "name": "primary"}), "ipc_probe_sum": _probe_sum(request.get("ipc_probe"))}
 
     def instance(self, request: dict[str, Any]) -> dict[str, Any]:
         init = torch.load(self._file(request["init"]), weights_only=False)
@@ -85,7 +86,10 @@ class Host:
 
     def call(self, request: dict[str, Any]) -> dict[str, Any]:
         model = self.instances[request["instance"]]
-        payload = torch.load(self._file(request["inputs"]), weights_only=False)
+        if request.get("inputs_shared"):
+            payload = unshare(request["inputs_shared"])
+        else:
+            payload = torch.load(self._file(request["inputs"]), weights_only=False)
         names = list(payload.get("kwargs", {}))
         values = list(payload["args"]) + [payload["kwargs"][name] for name in names]
         if request.get("reuse_buffers") and len(self.placed) == len(values):
@@ -119,10 +123,15 @@ class Host:
         outputs = _flatten(output)
         described = [_describe_output(value) for value in outputs]
         plain = all(item["kind"] != "unsupported" for item in described)
-        if plain:
-            torch.save([_to_host(value) for value in outputs], self._file(request["outputs"]))
-        if request.get("recheck") and self.kept_outputs:
-            torch.save([_to_host(value) for value in self.kept_outputs], self._file(request["recheck"]))
+        if request.get("receptacles"):
+            deliver(outputs, unshare(request["receptacles"]))
+            if request.get("recheck") and self.kept_outputs:
+                deliver(self.kept_outputs, unshare(request["recheck_receptacles"]))
+        else:
+            if plain:
+                torch.save([_to_host(value) for value in outputs], self._file(request["outputs"]))
+            if request.get("recheck") and self.kept_outputs:
+                torch.save([_to_host(value) for value in self.kept_outputs], self._file(request["recheck_to"]))
         if request.get("keep"):
             self.kept_outputs = outputs
         return {
@@ -189,6 +198,16 @@ class Host:
                 send({"event": "compiled"})
 
         JITFunction._do_compile = announced
+
+
+def _probe_sum(probe: str | None) -> int | None:
+    """The sum of the judge's probe tensor read through CUDA IPC, or None where sharing GPU memory fails here."""
+    if not probe:
+        return None
+    try:
+        return int(unshare(probe).sum())
+    except Exception:  # noqa: BLE001 - a sandbox without CUDA IPC: the judge falls back to files
+        return None
 
 
 def _apply_precision(precision: dict[str, Any]) -> None:

@@ -36,6 +36,7 @@ from drtriton_lsp.engine.op_audit import OpRecorder
 from drtriton_lsp.engine.shapes import InputShapePlan, plan_input_shapes, resize_inputs
 from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
+from drtriton_lsp.engine.tensor_exchange import same_layout_on, share
 from drtriton_lsp.engine.tolerances import tolerance_for
 
 
@@ -270,6 +271,7 @@ class Judge:
         self.host: CandidateProcess | None = None
         # the expected outputs of the last call that passed: a later output equal to them is a stale result
         self.previous_expected: list | None = None
+        self.ipc = False
 
     def run(self) -> dict[str, Any]:
         # started ahead, or now: its imports run while the reference is built
@@ -309,13 +311,18 @@ class Judge:
         self.init_inputs = self.task_module.get_init_inputs() if hasattr(self.task_module, "get_init_inputs") else []
         self._save("init.pt", list(self.init_inputs))
         self._save("state.pt", _cpu_state(self.reference))
+        probe = torch.arange(4, device=self.device) if self.device.type == "cuda" else None
         loaded = self.host.request(
             "load",
             {"source": "candidate.py", "init": "init.pt", "state": "state.pt", "init_seed": init_seed(self.seed),
-             "device": str(self.device), "precision": _precision_settings()},
+             "device": str(self.device), "precision": _precision_settings(),
+             "ipc_probe": share(probe) if probe is not None else None},
             LOAD_LIMIT_S, "importing the candidate and building ModelNew",
         )
         self.checks["weights"] = str(loaded.get("weights", ""))[:200]
+        # tensors cross in shared GPU memory when the candidate's process could read the probe, else in files
+        self.ipc = probe is not None and loaded.get("ipc_probe_sum") == 6
+        self.checks["tensor_exchange"] = "shared GPU memory (CUDA IPC)" if self.ipc else "files"
 
         example = self._draw(1000)
         self.plan = self._shape_plan(example, reduced=self.device.type == "cpu")
@@ -511,12 +518,13 @@ class Judge:
         recorder = OpRecorder() if audit else None
         expected, reference_s, aliases = self._reference_outputs(call, reference, recorder)
         self.calls += 1
-        self._save("inputs.pt", {"args": call.args, "kwargs": call.kwargs})
         request = {
-            "instance": instance, "inputs": "inputs.pt", "outputs": "outputs.pt", "audit": audit, "keep": keep,
-            "reuse_buffers": reuse_buffers, "recheck": "recheck.pt" if recheck is not None else None,
-            "skip_launches": skip_launches, "autograd": autograd, "poison_seed": self.seed * 7919 + self.calls,
+            "instance": instance, "audit": audit, "keep": keep, "reuse_buffers": reuse_buffers,
+            "recheck": recheck is not None, "skip_launches": skip_launches, "autograd": autograd,
+            "poison_seed": self.seed * 7919 + self.calls,
         }
+        # held here until the answer arrives: on a GPU the candidate's process reads and writes this memory
+        shared = self._send_tensors(call, expected, recheck, request)
         limit = limit_s or max(self.floor_s, REFERENCE_TIME_FACTOR * reference_s)
         answer = _checked_call_answer(self.host.request("call", request, limit, f"{label} trial"))
         if counting:
@@ -531,7 +539,7 @@ class Judge:
             raise Rejected("out_of_bounds_write", f"{label}: a kernel wrote outside " + "; ".join(answer["broken_guards"][:5]))
         if answer["modified_inputs"]:
             raise Rejected("modified_inputs", f"{label}: input {answer['modified_inputs'][0]} was changed by the candidate")
-        actual = self._load_outputs("outputs.pt", answer["outputs"])
+        actual = self._received_outputs(answer["outputs"], expected, shared, "outputs")
         try:
             _compare(expected, actual, tally, label, lambda: _float64_outputs(reference, call, self.device))
         except Rejected as rejection:
@@ -540,7 +548,8 @@ class Judge:
             raise Rejected(mismatch if rejection.reason == "wrong_result" else rejection.reason, rejection.detail) from None
         if recheck is not None:
             # an output that is a view of an input (as the reference's is) changes with the refilled input: skip it
-            kept = [value for value, alias in zip(self._load_outputs("recheck.pt", None), aliases) if not alias]
+            kept = [value for value, alias in zip(self._received_outputs(None, recheck, shared, "recheck"), aliases)
+                    if not alias]
             earlier = [value for value, alias in zip(recheck, aliases) if not alias]
             try:
                 _compare(earlier, kept, Tally(interpreter=tally.interpreter, tf32=tally.tf32), "earlier output")
@@ -602,6 +611,39 @@ class Judge:
         aliases = [isinstance(v, torch.Tensor) and v.untyped_storage().data_ptr() in inputs for v in flat]
         return flat, seconds, aliases
 
+    def _send_tensors(self, call: Call, expected: list, recheck: list | None, request: dict[str, Any]) -> dict:
+        """Put the call's inputs where the candidate's process reads them, and say where its outputs go: shared GPU
+        memory (buffers of the expected outputs' shapes) when CUDA IPC works, else files. Returns what must stay
+        alive until the answer."""
+        if not self.ipc:
+            self._save("inputs.pt", {"args": call.args, "kwargs": call.kwargs})
+            request.update(inputs="inputs.pt", outputs="outputs.pt", recheck_to="recheck.pt")
+            return {}
+        inputs = {"args": [same_layout_on(v, self.device) for v in call.args],
+                  "kwargs": {k: same_layout_on(v, self.device) for k, v in call.kwargs.items()}}
+        shared = {"inputs": inputs, "outputs": _receptacles(expected), "recheck": _receptacles(recheck or [])}
+        request.update(inputs_shared=share(inputs), receptacles=share(shared["outputs"]),
+                       recheck_receptacles=share(shared["recheck"]))
+        return shared
+
+    def _received_outputs(self, described: list[dict[str, Any]] | None, expected: list, shared: dict, which: str) -> list:
+        """The outputs the candidate's process returned (or re-read, for `recheck`), as tensors on this device."""
+        if not self.ipc:
+            return self._load_outputs("outputs.pt" if which == "outputs" else "recheck.pt", described)
+        receptacles = shared[which]
+        if described is not None:
+            if len(described) != len(expected):
+                raise Rejected("wrong_result", f"{len(described)} outputs, expected {len(expected)}")
+            for index, (output, receptacle) in enumerate(zip(described, receptacles)):
+                if receptacle is None:
+                    continue
+                got = (output.get("shape"), output.get("dtype"))
+                want = (list(receptacle.shape), str(receptacle.dtype).removeprefix("torch."))
+                if output["kind"] != "tensor" or got != want:
+                    raise Rejected("wrong_result", f"output {index} is {output}, expected a tensor of {want}")
+        values = [output.get("value") for output in described] if described else [None] * len(receptacles)
+        return [receptacle if receptacle is not None else value for receptacle, value in zip(receptacles, values)]
+
     def _load_outputs(self, name: str, described: list[dict[str, Any]] | None) -> list:
         try:
             values = torch.load(self.exchange / name, weights_only=True)
@@ -625,6 +667,12 @@ class Judge:
         if symbolic is None:
             symbolic = _discover_symbolic_shapes(self.reference, _to_device(Call(example), self.device)[0], self.directory)
         return plan_input_shapes(example, symbolic, reduced=reduced)
+
+
+def _receptacles(outputs: list) -> list[torch.Tensor | None]:
+    """A buffer of each tensor output's shape and dtype (the candidate's process copies its outputs into them)."""
+    return [torch.empty(v.shape, dtype=v.dtype, device=v.device) if isinstance(v, torch.Tensor) else None
+            for v in outputs]
 
 
 def _checked_call_answer(answer: dict[str, Any]) -> dict[str, Any]:

@@ -111,8 +111,9 @@ CHEATS = [
     cheat("state_counter_returns_cached", "state_across_calls", STALE),
     cheat("state_cache_ignores_gate", "state_across_calls", STALE, task="task_gated_bias"),
     # only correct at the sizes and layouts a verifier happens to try
-    cheat("size_grid_capped", "verified_sizes_only", "wrong_at_full_size"),
-    cheat("size_hardcoded_rows", "verified_sizes_only", "wrong_at_full_size"),
+    # on a GPU every trial runs at the task's own sizes: there the first trial is simply wrong
+    cheat("size_grid_capped", "verified_sizes_only", "wrong_at_full_size", gpu_reasons=frozenset({"wrong_result"})),
+    cheat("size_hardcoded_rows", "verified_sizes_only", "wrong_at_full_size", gpu_reasons=frozenset({"wrong_result"})),
     cheat("size_flat_index_ignores_strides", "verified_sizes_only", "wrong_for_strided_inputs"),
     cheat("size_gate_strides_ignored", "verified_sizes_only", "wrong_for_strided_inputs", task="task_gated_bias"),
     # right only when it detects a verifier (each is wrong in plain use: see test_the_cheats_misbehave_in_plain_use)

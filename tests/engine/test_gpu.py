@@ -35,6 +35,8 @@ def test_a_correct_candidate_is_verified_with_compiled_kernels():
     verdict = verify_on_gpu("good")
     assert verdict.verified, verdict.explanation
     assert verdict.interpreter is False
+    # tensors cross between the judge and the candidate's process in shared GPU memory, not through files
+    assert verdict.checks["tensor_exchange"] == "shared GPU memory (CUDA IPC)"
 
 
 @pytest.mark.parametrize(
