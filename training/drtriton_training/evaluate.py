@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import platform
+import re
 import shlex
 import statistics
 import subprocess
@@ -116,14 +117,16 @@ class Sampler:
         return [self.tokenizer.decode(row[ids.shape[1]:], skip_special_tokens=True) for row in output]
 
 
-def evaluate(model_dir: Path, options: EvalOptions, log=print) -> dict[str, Any]:
-    """Evaluate the model in `model_dir` on the held-out sets; returns the results document."""
+def evaluate(model_dir: Path, options: EvalOptions, log=print, sampler: Sampler | None = None) -> dict[str, Any]:
+    """Evaluate the model in `model_dir` on the held-out sets; returns the results document.
+
+    sampler: what answers the prompts (default: the model in `model_dir`, loaded here)."""
     if options.kind not in MAX_NEW_TOKENS:
         raise DrtritonError(f"no model kind {options.kind!r}", "evaluate --kind script or --kind kernel")
     if options.temperature <= 0 and options.samples > 1:
         raise DrtritonError("greedy decoding gives one answer, not k", "use --temperature above 0 with --samples > 1")
     started = time.monotonic()
-    sampler = Sampler(model_dir, options.device, options.seed)
+    sampler = sampler or Sampler(model_dir, options.device, options.seed)
     teach_options = TeachOptions(device=options.device, trials=options.trials)
     programs: list[dict[str, Any]] = []
     stopped = False
@@ -161,7 +164,8 @@ def _evaluate_program(program, level, sampler: Sampler, options: EvalOptions, te
     for completion in completions:
         module, problem = _module_of(completion, capture, options.kind)
         if module is None:
-            invalid[problem.split(":")[0][:80]] = invalid.get(problem.split(":")[0][:80], 0) + 1
+            kind_of_problem = re.sub(r"^line [0-9]+: ", "", problem)[:80]
+            invalid[kind_of_problem] = invalid.get(kind_of_problem, 0) + 1
             continue
         record["valid"] += 1
         if module not in verdicts:
