@@ -4,7 +4,7 @@ Script writer (after Little Dragon): op graph (and, to refine, a script and its 
 Kernel writer (after DRTriton): a KernelBench-form program in, a complete `ModelNew` module out.
 
 A prompt ends in a newline and every completion written here starts with a character that is not white space
-(`kernel`, `keep`, a docstring, `import`), so a byte-level BPE tokenizer splits prompt + completion where the prompt ends:
+(`kernel`, `keep`, a docstring), so a byte-level BPE tokenizer splits prompt + completion where the prompt ends:
 the tokens a model was trained on after the prompt are the tokens it is asked to continue at inference.
 A completion ends with the line `### end`; parsing reads up to it (or to the end of the text) and never
 raises: a completion that does not parse comes back with the compiler's or Python's message, which is the

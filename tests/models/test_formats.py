@@ -124,7 +124,8 @@ class ModelNew(torch.nn.Module):
 def test_the_kernel_writer_prompt_holds_the_program_and_the_module_round_trips():
     program = "import torch\n\nclass Model(torch.nn.Module):\n    pass\n"
     prompt = formats.kernel_prompt(program)
-    assert prompt == f"### drtriton kernel writer, format {formats.FORMAT_VERSION}\n### program\n{program}### ModelNew\n"
+    header = f"### drtriton kernel writer, format {formats.FORMAT_VERSION}\n"
+    assert prompt == f"{header}### program\n{program}### ModelNew\n"
     answer = formats.extract_kernel_answer(formats.kernel_completion(KERNEL_MODULE))
     assert answer.valid and answer.source == KERNEL_MODULE
 

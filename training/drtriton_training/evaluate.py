@@ -34,6 +34,7 @@ from drtriton_training.teach import TeachOptions, capture_program, kernel_candid
 RESULTS_SCHEMA = "drtriton.train-eval/1"
 REPOSITORY = Path(__file__).resolve().parents[2]
 MAX_NEW_TOKENS = {"script": 512, "kernel": 4096}
+TIMING_KEYS = ("eager_ms", "compile_ms", "triton_ms", "speedup_vs_eager", "speedup_vs_compile")
 
 
 @dataclass
@@ -103,7 +104,9 @@ class Sampler:
         if max_new_tokens <= 0:
             return ["" for _ in range(samples)]
         torch.manual_seed(self.seed)
-        sampling = dict(do_sample=True, temperature=temperature, top_p=1.0) if temperature > 0 else dict(do_sample=False)
+        sampling: dict[str, Any] = {"do_sample": False}
+        if temperature > 0:
+            sampling = {"do_sample": True, "temperature": temperature, "top_p": 1.0}
         with torch.no_grad():
             output = self.model.generate(
                 ids,
@@ -147,7 +150,8 @@ def evaluate(model_dir: Path, options: EvalOptions, log=print, sampler: Sampler 
 
 
 def _evaluate_program(program, level, sampler: Sampler, options: EvalOptions, teach_options, runner) -> dict[str, Any]:
-    record: dict[str, Any] = {"hash": program.hash, "level": level, "samples": options.samples, "valid": 0, "correct": 0}
+    record: dict[str, Any] = {"hash": program.hash, "level": level, "samples": options.samples}
+    record.update(valid=0, correct=0)
     try:
         capture = capture_program(program.source, runner, teach_options.capture_limits)
     except DrtritonError as error:
@@ -224,7 +228,7 @@ def _best_timing(capture, modules: list[str], options: EvalOptions, runner) -> d
             continue
         timing = measured.get("timing")
         if timing and (best is None or timing["triton_ms"] < best["triton_ms"]):
-            best = {key: timing.get(key) for key in ("eager_ms", "compile_ms", "triton_ms", "speedup_vs_eager", "speedup_vs_compile")}
+            best = {key: timing.get(key) for key in TIMING_KEYS}
     return best
 
 
@@ -236,12 +240,16 @@ def _geomean(values: list[float]) -> float | None:
 def _summary(records: list[dict[str, Any]], samples: int) -> dict[str, Any]:
     judged = [record for record in records if "error" not in record]
     total = sum(record["samples"] for record in judged)
+
+    def mean_pass_at(k: int) -> float | None:
+        return statistics.fmean(pass_at_k(r["samples"], r["correct"], k) for r in judged) if judged else None
+
     summary: dict[str, Any] = {
         "programs": len(records),
         "capture_errors": len(records) - len(judged),
         "valid_share": sum(record["valid"] for record in judged) / total if total else None,
-        "pass@1": statistics.fmean(pass_at_k(r["samples"], r["correct"], 1) for r in judged) if judged else None,
-        f"pass@{samples}": statistics.fmean(pass_at_k(r["samples"], r["correct"], samples) for r in judged) if judged else None,
+        "pass@1": mean_pass_at(1),
+        f"pass@{samples}": mean_pass_at(samples),
     }
     if any("baseline_verified" in record for record in judged):
         with_kernels = [record for record in judged if record.get("baseline_verified") is not None]
@@ -344,7 +352,8 @@ def to_markdown(results: dict[str, Any]) -> str:
     columns = ["programs", "valid_share", "pass@1", f"pass@{k}"]
     extra = [
         "compiler_default_verified_share", "best_of_k_geomean_vs_eager", "best_of_k_geomean_vs_compile",
-        "share_faster_than_compile", "compiler_default_geomean_vs_compile", "compiler_default_share_faster_than_compile",
+        "share_faster_than_compile", "compiler_default_geomean_vs_compile",
+        "compiler_default_share_faster_than_compile",
     ]
     columns += [name for name in extra if name in results["overall"]]
     lines.append("| level | " + " | ".join(columns) + " |")

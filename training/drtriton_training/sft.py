@@ -1,4 +1,4 @@
-"""`drtriton-train sft`: supervised fine-tuning on teach examples with trl's SFTTrainer, resumable in time-limited chunks.
+"""`drtriton-train sft`: supervised fine-tuning on teach examples (trl's SFTTrainer), resumable in time-limited chunks.
 
 From scratch: a byte-level BPE tokenizer trained on the examples and a Llama-architecture model; or a pretrained
 base (LoRA optional). The result is saved as sharded safetensors with a manifest (`drtriton_model.json`).
@@ -89,7 +89,8 @@ def sft(recipe: SftRecipe, data: list[Path], out: Path, log=print) -> dict[str, 
     examples = load_examples(data, kinds=recipe.kinds, statuses=recipe.statuses, split="train")
     if not examples:
         raise DrtritonError(
-            f"no {'/'.join(recipe.statuses)} examples of kinds {', '.join(recipe.kinds)} in {', '.join(map(str, data))}",
+            f"no {'/'.join(recipe.statuses)} examples of kinds {', '.join(recipe.kinds)} "
+            f"in {', '.join(map(str, data))}",
             "teach more programs, or admit other statuses with --set statuses=verified,unverified",
         )
     out.mkdir(parents=True, exist_ok=True)

@@ -148,7 +148,9 @@ def kernel_candidate(capture: Capture, program: CompiledProgram | None = None) -
     return build_candidate(capture.task.source, program or capture.program, KERNEL_DOCSTRING)
 
 
-def verify_module(capture: Capture, module_source: str, options: TeachOptions, runner: LocalRunner, tf32=False) -> Verdict:
+def verify_module(
+    capture: Capture, module_source: str, options: TeachOptions, runner: LocalRunner, tf32: bool = False
+) -> Verdict:
     """The product's verifier on a ModelNew module for the captured program."""
     return verify_candidate(
         capture.task,
@@ -189,7 +191,8 @@ def teach_program(program: SyntheticProgram, options: TeachOptions, runner: Loca
         "teacher": teacher_version(),
     }
     try:
-        capture = capture_program(program.source, runner, options.capture_limits, options.device if options.verify else None)
+        verify_device = options.device if options.verify else None
+        capture = capture_program(program.source, runner, options.capture_limits, verify_device)
     except DrtritonError as error:
         return {**common, "status": "error", "reason": error.message[:500], "seconds": _since(started)}, []
     except Exception as error:  # noqa: BLE001 - a drtriton bug on this program: record it, teach the others

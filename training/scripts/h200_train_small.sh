@@ -39,8 +39,9 @@ if ! "$PYTHON" -c "import trl, datasets" 2>/dev/null; then
         stamp "installing trl and datasets from training/wheels"
         "$PYTHON" -m pip install --quiet --no-index --find-links training/wheels trl datasets
     else
-        echo "trl and datasets are missing and training/wheels holds no wheels: carry them (pip download trl==1.16.0" \
-             "datasets==5.2.0 --python-version 3.12 --only-binary=:all: -d training/wheels, minus what is installed)" >&2
+        echo "trl and datasets are missing and training/wheels holds no wheels: carry them (pip download" \
+             "trl==1.16.0 datasets==5.2.0 --python-version 3.12 --only-binary=:all: -d training/wheels," \
+             "minus what is installed there)" >&2
         exit 1
     fi
 fi
@@ -72,7 +73,8 @@ print('teach so far:', dict(statuses))"
 
 stamp "sft --config $CONFIG, $SFT_SECONDS s this chunk"
 "${TRAIN[@]}" sft --config "$CONFIG" --data "$WORK/teach" --out "$WORK/run" \
-    --set "time_limit_s=$SFT_SECONDS" --set "statuses=$statuses" 2>&1 | grep -v "FutureWarning\|warnings.warn" | tail -20
+    --set "time_limit_s=$SFT_SECONDS" --set "statuses=$statuses" 2>&1 \
+    | grep -v "FutureWarning\|warnings.warn" | tail -20
 
 stamp "eval: levels $EVAL_LEVELS, $EVAL_PER_LEVEL each, k=$EVAL_SAMPLES, $EVAL_SECONDS s"
 "${TRAIN[@]}" eval --model "$WORK/run/model" --levels "$EVAL_LEVELS" --per-level "$EVAL_PER_LEVEL" \
@@ -97,7 +99,8 @@ if largest >= 16 * 2**20:
     problems.append(f"a file of {largest / 2**20:.1f} MiB (at most 16 MiB each)")
 if total >= 64 * 2**20:
     problems.append(f"{total / 2**20:.1f} MiB in all (at most 64 MiB)")
-print("OUT is within the transfer limits" if not problems else "OUT exceeds the transfer limits: " + "; ".join(problems))
+verdict = "OUT exceeds the transfer limits: " + "; ".join(problems) if problems else "OUT is within the transfer limits"
+print(verdict)
 sys.exit(1 if problems else 0)
 EOF
 stamp "done"

@@ -190,7 +190,8 @@ def test_eval_counts_a_verified_answer_an_invalid_one_and_pass_at_k(tmp_path):
     sampler = ScriptedSampler([formats.script_completion(script), "kernel nonsense\n### end\n"])
     stopped = evaluate(model_dir, EvalOptions(levels=(1,), per_level=1, samples=2, time_limit_s=0), sampler=sampler)
     assert stopped["partial"] and stopped["programs"] == []
-    results = evaluate(model_dir, EvalOptions(levels=(1,), per_level=1, samples=2), log=lambda _line: None, sampler=sampler)
+    options = EvalOptions(levels=(1,), per_level=1, samples=2)
+    results = evaluate(model_dir, options, log=lambda _line: None, sampler=sampler)
     [record] = results["programs"]
     assert (record["hash"], record["valid"], record["correct"]) == (program.hash, 1, 1)
     assert sum(record["invalid_reasons"].values()) == 1
@@ -201,7 +202,8 @@ def test_eval_counts_a_verified_answer_an_invalid_one_and_pass_at_k(tmp_path):
 @pytest.mark.slow
 def test_teach_sft_and_eval_run_end_to_end_on_the_cpu(tmp_path, capsys):
     programs, taught, run = tmp_path / "programs", tmp_path / "teach", tmp_path / "run"
-    assert cli.main(["synth", "--levels", "1", "--count", "4", "--seed", "7", "--out", str(programs), "--workers", "1"]) == 0
+    synth = ["synth", "--levels", "1", "--count", "4", "--seed", "7", "--out", str(programs), "--workers", "1"]
+    assert cli.main(synth) == 0
     assert cli.main(["teach", "--programs", str(programs), "--out", str(taught), "--limit", "2"]) == 0
     assert cli.main(["teach", "--programs", str(programs), "--out", str(taught), "--no-verify"]) == 0
     assert "skipped 2 already done" in capsys.readouterr().out
@@ -232,7 +234,8 @@ def test_teach_sft_and_eval_run_end_to_end_on_the_cpu(tmp_path, capsys):
     assert list((run / "model").glob("*.safetensors"))
 
     lora_run = tmp_path / "lora"
-    lora = ["sft", "--config", "7b", "--base", str(run / "model"), "--data", str(taught), "--out", str(lora_run), *admit]
+    lora = ["sft", "--config", "7b", "--base", str(run / "model"), "--data", str(taught), "--out", str(lora_run)]
+    lora += admit
     lora += ["--set", "max_steps=2", "--set", "bf16=false", "--set", "use_cpu=true", "--set", "kinds=script"]
     lora += ["--set", "batch_size=2", "--set", "gradient_accumulation_steps=1", "--set", "max_length=1024"]
     assert cli.main(lora) == 0
