@@ -1,6 +1,6 @@
-"""`drtriton-train`: the training package's command line (part 1: `synth`, dataset generation).
+"""`drtriton-train`: the training package's command line: synth, teach, sft, eval.
 
-`drtriton-train synth --levels 1,2,5 --count N --seed S --out DIR` writes programs and index.jsonl.
+`synth` writes CSP-DAG programs; `teach` turns them into SFT examples; `sft` trains a model; `eval` measures it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,16 @@ def main(argv: list[str] | None = None) -> int:
     synth.add_argument("--seed", type=int, default=0, help=f"base seed (not {HELDOUT_SEED}: held-out sets)")
     synth.add_argument("--out", type=Path, required=True, help="output directory")
     synth.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
+    _add_teach(commands)
+    _add_sft(commands)
+    _add_eval(commands)
     args = parser.parse_args(argv)
+    if args.command == "eval":
+        return _eval(parser, args)
+    if args.command == "teach":
+        return _teach(parser, args)
+    if args.command == "sft":
+        return _sft(parser, args)
 
     try:
         levels = [int(level) for level in args.levels.split(",")]
@@ -44,6 +53,156 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print(f"wrote {len(programs)} programs to {args.out} ({index.name}) in {elapsed:.1f} s")
     return 0
+
+
+def _add_teach(commands) -> None:
+    teach = commands.add_parser(
+        "teach",
+        help="the compiler and verifier as teacher: programs -> verified SFT examples (JSONL)",
+        description="Capture each program, compile the compiler's default schedule, verify the candidate with "
+        "drtriton's verifier, and append script-writer and kernel-writer examples to OUT. Sharded (run one "
+        "process per shard) and resumable (programs already in OUT are skipped).",
+    )
+    teach.add_argument("--programs", type=Path, required=True, help="a `drtriton-train synth` output directory")
+    teach.add_argument("--out", type=Path, required=True, help="directory of examples-*.jsonl and programs-*.jsonl")
+    teach.add_argument("--shard", default="0/1", help="INDEX/COUNT: teach only this shard's programs (default 0/1)")
+    teach.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where verification runs")
+    teach.add_argument(
+        "--verify", action=argparse.BooleanOptionalAction, default=True,
+        help="verify each candidate (default); --no-verify writes examples marked unverified, ~10x faster on CPU",
+    )
+    teach.add_argument("--search", action="store_true", help="GPU: also search schedules for refinement pairs")
+    teach.add_argument("--search-seconds", type=float, default=30.0, help="search budget per program (seconds)")
+    teach.add_argument("--trials", type=int, default=5, help="verification trials with fresh inputs")
+    teach.add_argument("--limit", type=int, help="teach at most this many programs in this run")
+    teach.add_argument("--time-limit", type=float, help="start no program after this many seconds (then resume)")
+
+
+def _teach(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from drtriton_lsp.engine.search import SearchBudget
+    from drtriton_lsp.errors import DrtritonError
+
+    from drtriton_training.teach import Shard, TeachOptions, read_programs, teach
+
+    try:
+        shard = Shard.parse(args.shard)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.search and (args.device != "cuda" or not args.verify):
+        parser.error("--search needs --device cuda and verification: choosing schedules needs GPU timings")
+    options = TeachOptions(
+        device=args.device, verify=args.verify, search=args.search,
+        search_budget=SearchBudget(seconds=args.search_seconds), trials=args.trials,
+    )
+    try:
+        programs = read_programs(args.programs)
+        summary = teach(
+            programs, args.out, options, shard=shard, limit=args.limit, time_limit_s=args.time_limit,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+    except DrtritonError as error:
+        print(f"drtriton-train teach: {error.message}\n  {error.hint}", file=sys.stderr)
+        return 1
+    print(f"shard {args.shard}: {summary.line()}")
+    return 0
+
+
+def _add_sft(commands) -> None:
+    sft = commands.add_parser(
+        "sft",
+        help="supervised fine-tuning on teach examples (trl SFTTrainer); resumable",
+        description="Train the recipe NAME (tiny: CPU, CI; small: the shipped model, one GPU; 7b: LoRA on a "
+        "pretrained code model) on teach examples; run it again with the same --out to resume from its checkpoint. "
+        "Fields are documented in drtriton_training/sft_configs.py.",
+    )
+    sft.add_argument("--config", required=True, help="recipe: tiny, small or 7b")
+    sft.add_argument("--data", type=Path, action="append", required=True, help="a teach output directory (repeatable)")
+    sft.add_argument("--out", type=Path, required=True, help="run directory: tokenizer/, checkpoints/, model/")
+    sft.add_argument("--base", help="a pretrained checkpoint directory to fine-tune (sets base_model)")
+    sft.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                     help="override a recipe field, e.g. --set max_steps=20 (repeatable)")
+
+
+def _sft(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from drtriton_lsp.errors import DrtritonError
+
+    from drtriton_training.sft import sft
+    from drtriton_training.sft_configs import recipe
+
+    overrides = list(args.overrides) + ([f"base_model={args.base}"] if args.base else [])
+    try:
+        chosen = recipe(args.config, overrides)
+    except ValueError as error:
+        parser.error(str(error))
+    try:
+        manifest = sft(chosen, args.data, args.out)
+    except DrtritonError as error:
+        print(f"drtriton-train sft: {error.message}\n  {error.hint}", file=sys.stderr)
+        return 1
+    state = "complete" if manifest["complete"] else "stopped early: run the same command again to resume"
+    print(f"sft {chosen.name}: {manifest['steps']} steps ({state}); model in {args.out / 'model'}")
+    return 0
+
+
+def _add_eval(commands) -> None:
+    evaluate = commands.add_parser(
+        "eval",
+        help="a trained model on the held-out sets: valid share, pass@1, pass@k, speed of the best of k on a GPU",
+        description="Sample k answers per held-out program from the model, decode and verify them with drtriton's "
+        "verifier, and (on a GPU) time the best verified one against eager PyTorch and torch.compile. Writes "
+        "NAME.json and NAME.md under --results.",
+    )
+    evaluate.add_argument("--model", type=Path, required=True, help="a model directory (`sft --out DIR`: DIR/model)")
+    evaluate.add_argument("--levels", default="1,2,5,20", help="held-out levels (default 1,2,5,20)")
+    evaluate.add_argument("--per-level", type=int, default=100, help="first N programs of each level (default 100)")
+    evaluate.add_argument("--samples", type=int, default=4, help="k: samples per program (default 4)")
+    evaluate.add_argument("--temperature", type=float, default=0.8, help="sampling temperature; 0: greedy (k = 1)")
+    evaluate.add_argument("--kind", choices=("script", "kernel"), default="script", help="which writer the model is")
+    evaluate.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="sampling and verification device")
+    evaluate.add_argument("--baseline", action="store_true", help="also verify (GPU: time) the compiler's default")
+    evaluate.add_argument("--trials", type=int, default=5, help="verification trials with fresh inputs")
+    evaluate.add_argument("--time-limit", type=float, help="start no program after this many seconds (partial results)")
+    evaluate.add_argument("--results", type=Path, default=Path("training/results"), help="output directory")
+    evaluate.add_argument("--name", default="eval", help="file name stem of the results (default eval)")
+
+
+def _eval(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from drtriton_lsp.errors import DrtritonError
+
+    from drtriton_training.dataset import HELDOUT_LEVELS
+    from drtriton_training.evaluate import EvalOptions, evaluate, write_results
+
+    try:
+        levels = tuple(int(level) for level in args.levels.split(","))
+    except ValueError:
+        parser.error(f"--levels takes comma-separated held-out levels such as 1,2; got {args.levels!r}")
+    if not set(levels) <= set(HELDOUT_LEVELS):
+        parser.error(f"held-out levels are {', '.join(map(str, HELDOUT_LEVELS))}; got {args.levels}")
+    if args.samples < 1 or args.per_level < 1:
+        parser.error("--samples and --per-level must be at least 1")
+    if not (args.model / "config.json").is_file() and not (args.model / "adapter_config.json").is_file():
+        parser.error(f"{args.model} holds no model (config.json); pass the model/ directory of an sft run")
+    options = EvalOptions(
+        levels=levels, per_level=args.per_level, samples=args.samples, kind=args.kind, temperature=args.temperature,
+        device=args.device, baseline=args.baseline, time_limit_s=args.time_limit, trials=args.trials,
+    )
+    try:
+        results = evaluate(args.model, options, log=lambda line: print(line, file=sys.stderr, flush=True))
+    except DrtritonError as error:
+        print(f"drtriton-train eval: {error.message}\n  {error.hint}", file=sys.stderr)
+        return 1
+    json_path, markdown_path = write_results(results, args.results, args.name)
+    overall = results["overall"]
+    print(
+        f"eval: {overall['programs']} programs, valid {_share(overall['valid_share'])}, pass@1 "
+        f"{_share(overall['pass@1'])}, pass@{args.samples} {_share(overall[f'pass@{args.samples}'])}; "
+        f"{json_path} and {markdown_path}"
+    )
+    return 0
+
+
+def _share(value) -> str:
+    return "-" if value is None else f"{100 * value:.0f} %"
 
 
 if __name__ == "__main__":

@@ -1,0 +1,381 @@
+"""`drtriton-train eval`: a trained model on the held-out synthetic sets, judged by the product's verifier.
+
+Per program: k samples from the model (transformers, in this process), the share that parse as valid scripts
+(or modules), pass@1 and pass@k by the verifier, and on a GPU the speed of the best verified sample against eager
+PyTorch and torch.compile (the product's benchmark worker). Written as JSON and Markdown with what produced it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import platform
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from drtriton_lsp.engine.verify import worker_environment
+from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.models import formats
+from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
+
+from drtriton_training.dataset import HELDOUT_LEVELS, load_heldout
+from drtriton_training.sft import MANIFEST
+from drtriton_training.teach import TeachOptions, capture_program, kernel_candidate, verify_module
+
+RESULTS_SCHEMA = "drtriton.train-eval/1"
+REPOSITORY = Path(__file__).resolve().parents[2]
+MAX_NEW_TOKENS = {"script": 512, "kernel": 4096}
+TIMING_KEYS = ("eager_ms", "compile_ms", "triton_ms", "speedup_vs_eager", "speedup_vs_compile")
+
+
+@dataclass
+class EvalOptions:
+    """levels / per_level: the first `per_level` programs of each held-out level; samples: k; kind: "script" or
+    "kernel"; temperature: sampling temperature (k > 1) or 0 for greedy (k = 1); device: where the model samples
+    and the verifier runs; baseline: also verify (and on a GPU time) the compiler's own default script;
+    time_limit_s: start no program after this many seconds (the results then say "partial")."""
+
+    levels: tuple[int, ...] = HELDOUT_LEVELS
+    per_level: int = 100
+    samples: int = 4
+    kind: str = "script"
+    temperature: float = 0.8
+    device: str = "cpu"
+    baseline: bool = False
+    time_limit_s: float | None = None
+    trials: int = 5
+    seed: int = 0
+    benchmark_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=900))
+
+
+def pass_at_k(samples: int, correct: int, k: int) -> float:
+    """The unbiased pass@k estimate from `samples` draws of which `correct` passed (Chen et al., arXiv 2107.03374)."""
+    if samples - correct < k:
+        return 1.0
+    return 1.0 - math.prod((samples - correct - i) / (samples - i) for i in range(k))
+
+
+def checkpoint_hash(model_dir: Path) -> str:
+    """A hash over the files that define the model (weights, config, tokenizer), so results name the exact model."""
+    digest = hashlib.sha256()
+    for path in sorted(model_dir.iterdir()):
+        if path.is_file() and path.suffix in (".safetensors", ".json") and path.name != MANIFEST:
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+class Sampler:
+    """A causal LM and its tokenizer loaded from a `drtriton-train sft` model directory (a LoRA adapter on its
+    base included), sampling completions of prompts in the model formats."""
+
+    def __init__(self, model_dir: Path, device: str, seed: int = 0):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.device = device
+        self.seed = seed
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        if (model_dir / "adapter_config.json").is_file():
+            from peft import AutoPeftModelForCausalLM
+
+            model = AutoPeftModelForCausalLM.from_pretrained(model_dir)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32 if device == "cpu" else None)
+        self.model = model.to(device).eval()
+        self.context = getattr(self.model.config, "max_position_embeddings", None)
+
+    def complete(self, prompt: str, samples: int, temperature: float, max_new_tokens: int) -> list[str]:
+        """`samples` completions of `prompt`, each cut at the format's end line or the end-of-text token."""
+        torch = self.torch
+        ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"].to(self.device)
+        if self.context is not None:
+            max_new_tokens = min(max_new_tokens, self.context - ids.shape[1])
+        if max_new_tokens <= 0:
+            return ["" for _ in range(samples)]
+        torch.manual_seed(self.seed)
+        sampling: dict[str, Any] = {"do_sample": False}
+        if temperature > 0:
+            sampling = {"do_sample": True, "temperature": temperature, "top_p": 1.0}
+        with torch.no_grad():
+            output = self.model.generate(
+                ids,
+                max_new_tokens=max_new_tokens,
+                num_return_sequences=samples,
+                stop_strings=[formats.END_LINE],
+                tokenizer=self.tokenizer,
+                pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+                **sampling,
+            )
+        return [self.tokenizer.decode(row[ids.shape[1]:], skip_special_tokens=True) for row in output]
+
+
+def evaluate(model_dir: Path, options: EvalOptions, log=print, sampler: Sampler | None = None) -> dict[str, Any]:
+    """Evaluate the model in `model_dir` on the held-out sets; returns the results document.
+
+    sampler: what answers the prompts (default: the model in `model_dir`, loaded here)."""
+    if options.kind not in MAX_NEW_TOKENS:
+        raise DrtritonError(f"no model kind {options.kind!r}", "evaluate --kind script or --kind kernel")
+    if options.temperature <= 0 and options.samples > 1:
+        raise DrtritonError("greedy decoding gives one answer, not k", "use --temperature above 0 with --samples > 1")
+    started = time.monotonic()
+    sampler = sampler or Sampler(model_dir, options.device, options.seed)
+    teach_options = TeachOptions(device=options.device, trials=options.trials)
+    programs: list[dict[str, Any]] = []
+    stopped = False
+    with LocalRunner() as runner:
+        for level in options.levels:
+            for program in load_heldout(level)[: options.per_level]:
+                if options.time_limit_s is not None and time.monotonic() - started > options.time_limit_s:
+                    stopped = True
+                    break
+                record = _evaluate_program(program, level, sampler, options, teach_options, runner)
+                programs.append(record)
+                log(
+                    f"level {level} {program.hash}: {record['valid']}/{record['samples']} valid, "
+                    f"{record['correct']}/{record['samples']} verified"
+                    + (f" ({record['error']})" if record.get("error") else "")
+                )
+    return _results(model_dir, options, programs, stopped, time.monotonic() - started)
+
+
+def _evaluate_program(program, level, sampler: Sampler, options: EvalOptions, teach_options, runner) -> dict[str, Any]:
+    record: dict[str, Any] = {"hash": program.hash, "level": level, "samples": options.samples}
+    record.update(valid=0, correct=0)
+    try:
+        capture = capture_program(program.source, runner, teach_options.capture_limits)
+    except DrtritonError as error:
+        record["error"] = f"capture failed: {error.message}"[:300]
+        return record
+    if options.kind == "script":
+        prompt = formats.script_prompt(capture.graph)
+    else:
+        prompt = formats.kernel_prompt(program.source)
+    completions = sampler.complete(prompt, options.samples, options.temperature, MAX_NEW_TOKENS[options.kind])
+    verdicts: dict[str, tuple[bool, str | None]] = {}
+    rejections: dict[str, int] = {}
+    invalid: dict[str, int] = {}
+    for completion in completions:
+        module, problem = _module_of(completion, capture, options.kind)
+        if module is None:
+            kind_of_problem = re.sub(r"^line [0-9]+: ", "", problem)[:80]
+            invalid[kind_of_problem] = invalid.get(kind_of_problem, 0) + 1
+            continue
+        record["valid"] += 1
+        if module not in verdicts:
+            verdict = verify_module(capture, module, teach_options, runner, tf32=False)
+            verdicts[module] = (verdict.verified, verdict.reason)
+        verified, reason = verdicts[module]
+        if verified:
+            record["correct"] += 1
+        else:
+            rejections[reason or "rejected"] = rejections.get(reason or "rejected", 0) + 1
+    record["invalid_reasons"] = invalid
+    record["rejections"] = rejections
+    record["distinct_valid"] = len(verdicts)
+    if options.baseline:
+        baseline = kernel_candidate(capture) if capture.program.kernels else None
+        record["baseline_verified"] = (
+            verify_module(capture, baseline, teach_options, runner, tf32=capture.program.tf32).verified
+            if baseline else None
+        )
+    if options.device == "cuda":
+        verified_modules = [module for module, (ok, _) in verdicts.items() if ok]
+        record["timing"] = _best_timing(capture, verified_modules, options, runner)
+        if options.baseline and record.get("baseline_verified"):
+            record["baseline_timing"] = _best_timing(capture, [kernel_candidate(capture)], options, runner)
+    return record
+
+
+def _module_of(completion: str, capture, kind: str) -> tuple[str | None, str]:
+    """The ModelNew module an answer stands for (scripts are decoded by the compiler), or why there is none."""
+    if kind == "kernel":
+        answer = formats.extract_kernel_answer(completion)
+        return answer.source, answer.error
+    answer = formats.parse_script_answer(completion, capture.graph)
+    if not answer.valid:
+        return None, answer.error
+    from drtriton_lsp.compiler.codegen import compile_graph
+
+    program = compile_graph(
+        capture.graph, prefix="model", forward_params=capture.forward_params, has_self=True, schedule=answer.script
+    )
+    if not program.kernels:
+        return None, "no kernel: the script keeps every op in PyTorch"
+    return kernel_candidate(capture, program), ""
+
+
+def _best_timing(capture, modules: list[str], options: EvalOptions, runner) -> dict[str, Any] | None:
+    """The product's benchmark (eager, torch.compile, Triton on the GPU) of each module; the fastest Triton one."""
+    best = None
+    for module in modules:
+        try:
+            measured = runner.call(
+                "benchmark", {"task": capture.task.to_json(), "candidate": module},
+                limits=options.benchmark_limits, env=worker_environment("cuda"),
+            )
+        except JobFailure:
+            continue
+        timing = measured.get("timing")
+        if timing and (best is None or timing["triton_ms"] < best["triton_ms"]):
+            best = {key: timing.get(key) for key in TIMING_KEYS}
+    return best
+
+
+def _geomean(values: list[float]) -> float | None:
+    values = [value for value in values if value and value > 0]
+    return math.exp(statistics.fmean(math.log(value) for value in values)) if values else None
+
+
+def _summary(records: list[dict[str, Any]], samples: int) -> dict[str, Any]:
+    judged = [record for record in records if "error" not in record]
+    total = sum(record["samples"] for record in judged)
+
+    def mean_pass_at(k: int) -> float | None:
+        return statistics.fmean(pass_at_k(r["samples"], r["correct"], k) for r in judged) if judged else None
+
+    summary: dict[str, Any] = {
+        "programs": len(records),
+        "capture_errors": len(records) - len(judged),
+        "valid_share": sum(record["valid"] for record in judged) / total if total else None,
+        "pass@1": mean_pass_at(1),
+        f"pass@{samples}": mean_pass_at(samples),
+    }
+    if any("baseline_verified" in record for record in judged):
+        with_kernels = [record for record in judged if record.get("baseline_verified") is not None]
+        summary["compiler_default_verified_share"] = (
+            sum(bool(record["baseline_verified"]) for record in with_kernels) / len(judged) if judged else None
+        )
+    timed = [record["timing"] for record in judged if record.get("timing")]
+    if any("timing" in record for record in judged):
+        summary["timed"] = len(timed)
+        summary["best_of_k_geomean_vs_eager"] = _geomean([t["speedup_vs_eager"] for t in timed])
+        summary["best_of_k_geomean_vs_compile"] = _geomean([t["speedup_vs_compile"] for t in timed])
+        summary["share_faster_than_compile"] = (
+            sum((t["speedup_vs_compile"] or 0) > 1 for t in timed) / len(judged) if judged else None
+        )
+    baseline_timed = [record["baseline_timing"] for record in judged if record.get("baseline_timing")]
+    if baseline_timed:
+        summary["compiler_default_geomean_vs_compile"] = _geomean([t["speedup_vs_compile"] for t in baseline_timed])
+        summary["compiler_default_share_faster_than_compile"] = (
+            sum((t["speedup_vs_compile"] or 0) > 1 for t in baseline_timed) / len(judged)
+        )
+    return summary
+
+
+def _results(model_dir: Path, options: EvalOptions, programs, stopped: bool, seconds: float) -> dict[str, Any]:
+    manifest_path = model_dir / MANIFEST
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    by_level = {
+        str(level): _summary([record for record in programs if record["level"] == level], options.samples)
+        for level in options.levels
+    }
+    return {
+        "schema": RESULTS_SCHEMA,
+        "command": shlex.join(["drtriton-train", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None,
+        "commit": _commit(),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": _machine(options.device),
+        "model": {
+            "directory": str(model_dir),
+            "checkpoint_hash": checkpoint_hash(model_dir),
+            "steps": manifest.get("steps"),
+            "recipe": (manifest.get("recipe") or {}).get("name"),
+            "format": manifest.get("format"),
+        },
+        "options": {
+            "kind": options.kind, "levels": list(options.levels), "per_level": options.per_level,
+            "samples": options.samples, "temperature": options.temperature, "device": options.device,
+            "trials": options.trials, "baseline": options.baseline,
+        },
+        "partial": stopped,
+        "seconds": round(seconds, 1),
+        "overall": _summary(programs, options.samples),
+        "by_level": by_level,
+        "programs": programs,
+    }
+
+
+def _commit() -> str | None:
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPOSITORY, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    changed = len([line for line in dirty.stdout.splitlines() if line.strip()])
+    return head.stdout.strip() + (f" plus uncommitted changes to {changed} files" if changed else "")
+
+
+def _machine(device: str) -> dict[str, Any]:
+    import torch
+    import transformers
+
+    machine = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "device": device,
+    }
+    if device == "cuda" and torch.cuda.is_available():
+        machine["gpu"] = torch.cuda.get_device_name(0)
+    return machine
+
+
+def to_markdown(results: dict[str, Any]) -> str:
+    """The results as a Markdown table per level, with what produced them."""
+    options, model = results["options"], results["model"]
+    k = options["samples"]
+    lines = [
+        f"# Held-out evaluation: {model['recipe'] or 'model'} ({options['kind']} writer)",
+        "",
+        f"- command: `{results['command']}`",
+        f"- commit: {results['commit']}",
+        f"- checkpoint: {model['directory']} (hash {model['checkpoint_hash']}, {model['steps']} steps, "
+        f"format {model['format']})",
+        f"- machine: {results['machine'].get('gpu') or results['machine']['platform']}, torch "
+        f"{results['machine']['torch']}; verification on {options['device']}",
+        f"- {options['per_level']} programs per level, k = {k} samples at temperature {options['temperature']}; "
+        f"{results['seconds']} s" + (" (stopped at the time limit: partial)" if results["partial"] else ""),
+        "",
+    ]
+    columns = ["programs", "valid_share", "pass@1", f"pass@{k}"]
+    extra = [
+        "compiler_default_verified_share", "best_of_k_geomean_vs_eager", "best_of_k_geomean_vs_compile",
+        "share_faster_than_compile", "compiler_default_geomean_vs_compile",
+        "compiler_default_share_faster_than_compile",
+    ]
+    columns += [name for name in extra if name in results["overall"]]
+    lines.append("| level | " + " | ".join(columns) + " |")
+    lines.append("|" + "---|" * (len(columns) + 1))
+    rows = [*results["by_level"].items(), ("all", results["overall"])]
+    for level, summary in rows:
+        cells = [_cell(summary.get(name)) for name in columns]
+        lines.append(f"| {level} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def write_results(results: dict[str, Any], directory: Path, name: str) -> tuple[Path, Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path, markdown_path = directory / f"{name}.json", directory / f"{name}.md"
+    json_path.write_text(json.dumps(results, indent=1) + "\n")
+    markdown_path.write_text(to_markdown(results))
+    return json_path, markdown_path
