@@ -79,6 +79,23 @@ def check(label, build, *args, **kwargs):
 torch.manual_seed(1)
 """
 
+WRITE_UNTIMED = """
+import json, sys
+from pathlib import Path
+from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target, provenance_text
+from drtriton_lsp.runners.local import LocalRunner
+from drtriton_lsp.source.writeback import write_back
+
+path, target, report_path = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+source = path.read_text()
+options = OptimizeOptions(device="cuda", trials=2, benchmark=False)
+with LocalRunner() as runner:
+    outcome = optimize_target(source, str(path), target, options=options, runner=runner)
+assert outcome.verified, outcome.report["message"]
+path.write_text(write_back(source, target, outcome.program, provenance_text(outcome), outcome.guards))
+report_path.write_text(json.dumps(outcome.report))
+"""
+
 SCENARIOS = {
     "RMSNorm": """
 rms = lambda m: m.RMSNorm(64, 1e-6).eval()
@@ -151,11 +168,14 @@ def written_file_matches_the_original(target: str, tmp_path, device: str) -> Non
     shutil.copy(SPECIALISED, pristine)
     report_path = tmp_path / "report.json"
 
-    finished = subprocess.run(
-        [sys.executable, "-m", "drtriton_lsp.cli", "optimize", str(path), "--target", target,
-         "--device", device, "--trials", "2", "--write", "--json", str(report_path)],
-        capture_output=True, text=True, timeout=600,
-    )
+    if device == "cpu":
+        command = [sys.executable, "-m", "drtriton_lsp.cli", "optimize", str(path), "--target", target,
+                   "--device", device, "--trials", "2", "--write", "--json", str(report_path)]
+    else:
+        # on a GPU the command line writes back only a kernel measured faster than eager, and at these small sizes
+        # the original wins: the same engine and write-back, with the timing left out, write it for this check
+        command = [sys.executable, "-c", WRITE_UNTIMED, str(path), target, str(report_path)]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr
     report = json.loads(report_path.read_text())
     assert "\nModelNew = Model\n" in report["kernel"]["source"]  # what was verified is the written dispatch

@@ -333,12 +333,15 @@ class Judge:
         # (each check shifts those values by another amount, so no two calls see the same values)
         extra = self._draw(1500)
         self._strided_trial(_shifted(extra, 1))
-        self.progress("trial with autograd on")
-        # autograd on, as in a user's default mode: the same results are due (from the kernels, or from a fallback
-        # to PyTorch where gradients are needed: the written dispatch routes those calls to the original)
-        self._trial(Call(resize_inputs(_shifted(extra, 2), self.plan.primary)), "autograd on", autograd=True,
-                    must_launch=False)
-        self.checks["autograd_on"] = "tried once"
+        # autograd on, as in a user's default mode, and the arguments passed by keyword where the forward allows it:
+        # the same results are due (from the kernels, or from the written dispatch's fallback to PyTorch where
+        # gradients are needed)
+        inputs = resize_inputs(_shifted(extra, 2), self.plan.primary)
+        keywords = _keyword_call(self.task_module.Model.forward, inputs)
+        label = "autograd on, keyword arguments" if keywords else "autograd on"
+        self.progress(f"trial with {label}")
+        self._trial(keywords or Call(inputs), label, autograd=True, must_launch=False, mismatch="wrong_for_other_call")
+        self.checks["autograd_on"] = "tried once" + (", with keyword arguments" if keywords else "")
         self._odd_trials(_shifted(extra, 3))
         self._variants(_shifted(extra, 4))
         self._full_size_trial(example)
@@ -371,8 +374,10 @@ class Judge:
                 self._trial(Call(inputs), "primary")
 
     def _primary_inputs(self, drawn: list[Any]) -> list[Any]:
+        inputs = resize_inputs(drawn, self.plan.primary)
+        if self.plan.primary == [_shape_of(value) for value in drawn]:
+            return inputs  # the sizes get_inputs draws: the trial itself says if the reference rejects them
         try:
-            inputs = resize_inputs(drawn, self.plan.primary)
             self._reference_outputs(Call(inputs))
             return inputs
         except ReferenceFailed as failure:
@@ -697,8 +702,20 @@ def _checked_call_answer(answer: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
+def _keyword_call(forward: Callable, inputs: list[Any]) -> Call | None:
+    """The same call with every argument passed by keyword, where the forward's signature allows it."""
+    try:
+        parameters = list(inspect.signature(forward).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return None
+    if not inputs or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) for p in parameters):
+        return None
+    return Call([], dict(zip([p.name for p in parameters], inputs)))
+
+
 def _call_variants(forward: Callable, inputs: list[Any]) -> list[tuple[str, Call]]:
-    """Calls that exercise the written call path: keyword arguments, defaults left out, other scalar arguments."""
+    """Calls that exercise the written call path: defaults left out, other scalar arguments (keywords: see
+    _keyword_call, used by the autograd trial)."""
     try:
         parameters = list(inspect.signature(forward).parameters.values())[1:]
     except (TypeError, ValueError):
@@ -707,8 +724,6 @@ def _call_variants(forward: Callable, inputs: list[Any]) -> list[tuple[str, Call
         return []
     bound = dict(zip([p.name for p in parameters], inputs))
     variants: list[tuple[str, Call]] = []
-    if bound:
-        variants.append(("keyword arguments", Call([], dict(bound))))
     supplied_defaults = [p.name for p in parameters if p.name in bound and p.default is not p.empty]
     if supplied_defaults:
         required = [p.name for p in parameters if p.name in bound and p.default is p.empty]
