@@ -271,6 +271,8 @@ class Judge:
         self.host: CandidateProcess | None = None
         # the expected outputs of the last call that passed: a later output equal to them is a stale result
         self.previous_expected: list | None = None
+        # the outputs of the call made with keep=True, as they came back (a later call must not change them)
+        self.kept_outputs: list = []
         self.ipc = False
 
     def run(self) -> dict[str, Any]:
@@ -552,14 +554,14 @@ class Judge:
                 raise Rejected("state_across_calls", f"{label}: the output is the previous call's result") from None
             raise Rejected(mismatch if rejection.reason == "wrong_result" else rejection.reason, rejection.detail) from None
         if recheck is not None:
-            # an output that is a view of an input (as the reference's is) changes with the refilled input: skip it
-            kept = [value for value, alias in zip(self._received_outputs(None, recheck, shared, "recheck"), aliases)
-                    if not alias]
-            earlier = [value for value, alias in zip(recheck, aliases) if not alias]
-            try:
-                _compare(earlier, kept, Tally(interpreter=tally.interpreter, tf32=tally.tf32), "earlier output")
-            except Rejected:
-                raise Rejected("state_across_calls", f"{label}: a later call changed an earlier call's output") from None
+            # the earlier call's outputs, read again now, must hold exactly what they held when it returned; an
+            # output that is a view of an input (as the reference's is) changes with the refilled input: skipped
+            again = self._received_outputs(None, recheck, shared, "recheck")
+            for index, (before, now, alias) in enumerate(zip(self.kept_outputs, again, aliases)):
+                if not alias and not _identical(before, now):
+                    raise Rejected("state_across_calls", f"{label}: a later call changed output {index} of an earlier call")
+        if keep:
+            self.kept_outputs = [value.clone() if isinstance(value, torch.Tensor) else value for value in actual]
         # after the comparison, so a stale result returned without a launch is named for what it is
         if must_launch and not skip_launches and answer["launches"] == 0:
             raise Rejected("no_triton_launch", f"{label}: the candidate's forward launched no Triton kernel")
@@ -853,6 +855,15 @@ def _discover_symbolic_shapes(reference, example, directory) -> dict[str, Any] |
         "inputs": [list(g.spec.shape) if g.spec else None for g in user_inputs],
         "ranges": graph.symbol_ranges,
     }
+
+
+def _identical(before: Any, now: Any) -> bool:
+    """The same value, bit for bit (NaN equal to NaN)."""
+    if not isinstance(before, torch.Tensor) or not isinstance(now, torch.Tensor):
+        return before == now
+    if before.shape != now.shape or before.dtype != now.dtype:
+        return False
+    return bool(torch.equal(before.reshape(-1).view(torch.uint8), now.reshape(-1).contiguous().view(torch.uint8)))
 
 
 def _matches(expected: list, actual: list) -> bool:
