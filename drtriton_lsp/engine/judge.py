@@ -16,7 +16,6 @@ import json
 import math
 import os
 import queue
-import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
 from drtriton_lsp.engine.tensor_exchange import same_layout_on, share
 from drtriton_lsp.engine.tolerances import tolerance_for
+from drtriton_lsp.runners.local import describe_exit
 
 
 def init_seed(seed: int) -> int:
@@ -191,15 +191,7 @@ class CandidateProcess:
         return message
 
     def _exit_description(self) -> str:
-        code = self.process.poll()
-        if code is not None and code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            hint = " (an out-of-bounds memory access in a kernel?)" if name == "SIGSEGV" else ""
-            return f"the candidate's process was killed by {name}{hint}"
-        return f"the candidate's process exited with status {code} without answering"
+        return describe_exit(self.process.poll(), "the candidate's process")
 
     def kill(self) -> None:
         """End the process and anything it started."""
@@ -274,6 +266,7 @@ class Judge:
         # the outputs of the call made with keep=True, as they came back (a later call must not change them)
         self.kept_outputs: list = []
         self.ipc = False
+        self._float64_models: dict[torch.nn.Module, torch.nn.Module | None] = {}
 
     def run(self) -> dict[str, Any]:
         # started ahead, or now: its imports run while the reference is built
@@ -358,7 +351,8 @@ class Judge:
         for trial in range(self.trials):
             self.progress(f"trial {trial + 1}/{self.trials} at {self.plan.describe('primary')}")
             drawn = example if trial == 0 else self._draw(1000 + trial)
-            inputs = self._primary_inputs(drawn)
+            # the first trial tells whether the reference runs at the planned sizes; later ones share its sizes
+            inputs = self._primary_inputs(drawn) if trial == 0 else resize_inputs(drawn, self.plan.primary)
             if trial == 0:
                 first = inputs
                 self._trial(Call(inputs), "primary", audit=True, keep=True)
@@ -548,7 +542,7 @@ class Judge:
             raise Rejected("modified_inputs", f"{label}: input {answer['modified_inputs'][0]} was changed by the candidate")
         actual = self._received_outputs(answer["outputs"], expected, shared, "outputs")
         try:
-            _compare(expected, actual, tally, label, lambda: _float64_outputs(reference, call, self.device))
+            _compare(expected, actual, tally, label, lambda: _float64_outputs(self._widened(reference), call, self.device))
         except Rejected as rejection:
             if self.previous_expected is not None and _matches(self.previous_expected, actual):
                 raise Rejected("state_across_calls", f"{label}: the output is the previous call's result") from None
@@ -662,6 +656,15 @@ class Judge:
             if not (value is None or type(value) in (bool, int, float) or type(value) is torch.Tensor):
                 raise Rejected("protocol_violation", f"an output of type {type(value).__name__}")
         return [value.to(self.device) if isinstance(value, torch.Tensor) else value for value in values]
+
+    def _widened(self, reference: torch.nn.Module) -> torch.nn.Module | None:
+        """A float64 copy of `reference`, made once per model (None when it cannot be widened)."""
+        if reference not in self._float64_models:
+            try:
+                self._float64_models[reference] = copy.deepcopy(reference).double()
+            except Exception:  # noqa: BLE001 - without a float64 reference, the dtype tolerance decides alone
+                self._float64_models[reference] = None
+        return self._float64_models[reference]
 
     def _draw(self, offset: int) -> list[Any]:
         return draw_inputs(self.task, self.task_module, self.directory, seed=self.seed + offset)
@@ -880,10 +883,11 @@ def _matches(expected: list, actual: list) -> bool:
 ARBITER_FACTOR = 2.0
 
 
-def _float64_outputs(reference: torch.nn.Module, call: Call, device: torch.device) -> list | None:
-    """The reference's outputs computed in float64 (floating inputs and weights widened), or None."""
+def _float64_outputs(widened: torch.nn.Module | None, call: Call, device: torch.device) -> list | None:
+    """The float64 reference's outputs on `call` (floating inputs widened), or None."""
+    if widened is None:
+        return None
     try:
-        widened = copy.deepcopy(reference).double()
         args, kwargs = _to_device(call, device)
         with torch.no_grad():
             return _flatten(widened(*[_widen(v) for v in args], **{k: _widen(v) for k, v in kwargs.items()}))

@@ -335,7 +335,7 @@ def _run_job(
     if response is None:
         if worker.is_spare and not preload_answered:
             raise _DiedBeforeUse()  # requests are served in order: without a preload answer, the job never started
-        raise JobFailure("crashed", _describe_exit(process.returncode), stderr_tail)
+        raise JobFailure("crashed", describe_exit(process.returncode), stderr_tail)
     if "error" in response:
         error = response["error"]
         if error["code"] == protocol.USER_ERROR:
@@ -415,12 +415,13 @@ def _drain(stream, sink: deque[str]) -> None:
         sink.append(line)
 
 
-def _describe_exit(returncode: int | None) -> str:
+def describe_exit(returncode: int | None, process: str = "the worker process") -> str:
+    """Why `process` ended without answering: the signal that killed it (with a hint for SIGSEGV), or its status."""
     if returncode is not None and returncode < 0:
         try:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = f"signal {-returncode}"
         hint = " (an out-of-bounds memory access in a kernel?)" if name == "SIGSEGV" else ""
-        return f"the worker process was killed by {name}{hint}"
-    return f"the worker process exited with status {returncode} without answering"
+        return f"{process} was killed by {name}{hint}"
+    return f"{process} exited with status {returncode} without answering"
