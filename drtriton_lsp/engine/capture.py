@@ -7,6 +7,7 @@ and which the model fixes; verification uses that to try odd sizes safely.
 
 from __future__ import annotations
 
+import inspect
 import operator
 import re
 import traceback
@@ -14,9 +15,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+import torch.utils._pytree as pytree
 from torch.export import Dim
 
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
+from drtriton_lsp.engine.in_place import functionalize_in_place_ops
 from drtriton_lsp.errors import CaptureError
 
 DTYPE_NAMES = {
@@ -96,11 +99,39 @@ def _task_line_of(error: BaseException, task_file: Path | None) -> int | None:
 def capture_graph(model: torch.nn.Module, args: tuple, task_file: Path | None = None) -> OpGraph:
     """Export `model` on `args` and flatten the result into an OpGraph."""
     exported, _dynamic = export_program(model, args, task_file)
-    return graph_from_exported(exported, task_file)
+    functionalize_in_place_ops(exported.graph_module)
+    return graph_from_exported(exported, task_file, user_input_names(model, args))
 
 
-def graph_from_exported(exported: Any, task_file: Path | None) -> OpGraph:
+def user_input_names(model: torch.nn.Module, args: tuple) -> list[str | None]:
+    """The forward parameter each of export's user inputs stands for, in export's order (None: keep export's name).
+
+    Export names placeholders in its own style (`def forward(self, A)` gives a placeholder `a`), so they are matched
+    to the forward's positional parameters by position: each argument gives one user input per pytree leaf. An
+    argument that is a container (a list of tensors) keeps export's names (`pair_0`, `pair_1`).
+    """
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    parameters = []
+    for parameter in inspect.signature(model.forward).parameters.values():
+        if parameter.kind not in positional:
+            break
+        parameters.append(parameter.name)
+    names: list[str | None] = []
+    for index, argument in enumerate(args):
+        leaves, structure = pytree.tree_flatten(argument)
+        named = index < len(parameters) and structure.is_leaf()
+        names += [parameters[index] if named else None] * len(leaves)
+    return names
+
+
+def graph_from_exported(exported: Any, task_file: Path | None, input_names: list[str | None] | None = None) -> OpGraph:
+    """The exported program as an OpGraph; input_names: the forward parameter each user input stands for (see
+    `user_input_names`; None, or a None entry: export's placeholder name)."""
     signature = exported.graph_signature
+    user_inputs = [spec.arg.name for spec in signature.input_specs if spec.kind.name == "USER_INPUT"]
+    # matched by position only when the counts agree: otherwise export's names stand
+    named = input_names is not None and len(input_names) == len(user_inputs)
+    targets = {placeholder: name for placeholder, name in zip(user_inputs, input_names or []) if named and name}
     kind_of: dict[str, tuple[str, str]] = {}
     for spec in signature.input_specs:
         kind = spec.kind.name
@@ -111,7 +142,7 @@ def graph_from_exported(exported: Any, task_file: Path | None) -> OpGraph:
         elif kind in ("CONSTANT_TENSOR", "CUSTOM_OBJ", "TOKEN"):
             kind_of[spec.arg.name] = ("constant_tensor", spec.target or spec.arg.name)
         else:
-            kind_of[spec.arg.name] = ("user_input", spec.arg.name)
+            kind_of[spec.arg.name] = ("user_input", targets.get(spec.arg.name, spec.arg.name))
 
     inputs: list[GraphInput] = []
     nodes: list[OpNode] = []

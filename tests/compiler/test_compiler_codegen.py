@@ -107,18 +107,63 @@ def test_parameters_under_numbered_submodules_are_read_with_get_parameter(run_hy
 class InPlaceUpdates(nn.Module):
     def forward(self, x):
         scaled = x * 2
-        scaled.add_(1)
-        activated = F.relu(scaled * x, inplace=True)
-        return torch.sigmoid(scaled) * activated, F.dropout(activated, 0.3, training=False) + 1
+        flat = scaled.view(-1)
+        scaled.add_(1)  # `flat` sees this write, so it stays in place
+        activated = F.relu(scaled * x, inplace=True)  # writes a value nothing else holds: captured as relu
+        return torch.sigmoid(flat).view_as(x) * activated, F.dropout(activated, 0.3, training=False) + 1
 
 
 def test_in_place_ops_stay_in_pytorch_and_keep_their_order(run_hybrid):
     program, actual, expected = run_hybrid(InPlaceUpdates(), (torch.randn(4, 6),), (torch.randn(37, 53),))
-    assert "aten.add_.Tensor" in program.kept_ops and "aten.relu_.default" in program.kept_ops
+    assert "aten.add_.Tensor" in program.kept_ops and "aten.relu_.default" not in program.kept_ops
     # dropout may return its input itself; with in-place ops around, that alias must stay exact
     assert "aten.dropout.default" in program.kept_ops
     for got, want in zip(actual, expected):
         torch.testing.assert_close(got, want)
+
+
+class ResidualConvBlock(nn.Module):
+    """A ResNet block's tail as model code writes it: in-place ReLU after batch norm, `+=` into a fresh value."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x, skip):
+        out = self.relu(self.bn(self.conv(x)))
+        out += skip
+        return self.relu(out)
+
+
+def test_in_place_ops_on_fresh_values_leave_the_block_to_the_kernels(run_hybrid):
+    model = ResidualConvBlock()
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-1, 1)
+        model.bn.running_var.uniform_(0.5, 2)
+    program, actual, expected = run_hybrid(
+        model, (torch.randn(2, 3, 8, 8), torch.randn(2, 4, 8, 8)), (torch.randn(3, 3, 9, 7), torch.randn(3, 4, 9, 7))
+    )
+    # the convolution stays in cuDNN by default; batch norm, both ReLUs and the add are one normalize kernel
+    assert program.kept_ops == ("aten.conv2d.default",)
+    assert len(program.kernels) == 1
+    torch.testing.assert_close(actual, expected)
+
+
+class CapitalisedParameters(nn.Module):
+    def forward(self, A, B, alpha: float, C):
+        return torch.relu(A * alpha + B) - C
+
+
+def test_capitalised_forward_parameters_are_the_hybrid_forward_parameters(run_hybrid):
+    program, actual, expected = run_hybrid(
+        CapitalisedParameters(),
+        (torch.randn(4, 6), torch.randn(4, 6), 0.5, torch.randn(4, 6)),
+        (torch.randn(9, 5), torch.randn(9, 5), 0.5, torch.randn(9, 5)),
+    )
+    assert "_triton_forward(self, A, B, alpha, C):" in program.kernel_block
+    torch.testing.assert_close(actual, expected)
 
 
 class Diamond(nn.Module):

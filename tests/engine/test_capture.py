@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.capture import capture_graph
@@ -55,3 +56,105 @@ def test_data_dependent_control_flow_names_the_line():
     source_lines = Path(__file__).read_text().splitlines()
     assert "the line capture must name" in source_lines[caught.value.line - 1]
     assert "torch.where" in caught.value.hint
+
+
+class CapitalisedParameters(nn.Module):
+    def forward(self, A, B, scale: float, C):
+        return A @ B * scale + C
+
+
+class ListArgument(nn.Module):
+    def forward(self, Weights, pair):
+        return Weights * pair[0] + pair[1]
+
+
+def user_input_targets(graph: OpGraph) -> list[str]:
+    return [graph_input.target for graph_input in graph.inputs if graph_input.kind == "user_input"]
+
+
+def test_user_inputs_are_named_after_the_forward_parameters_whatever_their_case():
+    # torch.export names the placeholders a, b, scale, c
+    graph = capture_graph(CapitalisedParameters(), (torch.randn(4, 4), torch.randn(4, 4), 2.0, torch.randn(4, 4)))
+    assert user_input_targets(graph) == ["A", "B", "scale", "C"]
+
+
+def test_an_argument_of_several_tensors_keeps_the_placeholder_names():
+    graph = capture_graph(ListArgument(), (torch.randn(3), [torch.randn(3), torch.randn(3)]))
+    assert user_input_targets(graph) == ["Weights", "pair_0", "pair_1"]
+
+
+class ConvBlock(nn.Module):
+    """Model code's in-place habits: an in-place activation after batch norm, and `+=` into a fresh value."""
+
+    def __init__(self, activation: nn.Module):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.activation = activation
+
+    def forward(self, x, skip):
+        out = self.activation(self.bn(self.conv(x)))
+        out += skip
+        return F.relu(out, inplace=True)
+
+
+def ops_of(graph: OpGraph) -> list[str]:
+    return [node.op for node in graph.nodes]
+
+
+@pytest.mark.parametrize(
+    ("activation", "op"),
+    [
+        (nn.ReLU(inplace=True), "aten.relu.default"),
+        (nn.SiLU(inplace=True), "aten.silu.default"),
+        (nn.Hardtanh(inplace=True), "aten.hardtanh.default"),
+        (nn.LeakyReLU(0.2, inplace=True), "aten.leaky_relu.default"),
+    ],
+)
+def test_in_place_ops_on_fresh_values_are_captured_as_functional_ops(activation, op):
+    graph = capture_graph(ConvBlock(activation).eval(), (torch.randn(2, 3, 8, 8), torch.randn(2, 4, 8, 8)))
+    assert ops_of(graph) == [
+        "aten.conv2d.default", "aten.batch_norm.default", op, "aten.add.Tensor", "aten.relu.default"
+    ]
+
+
+class WritesItsInput(nn.Module):
+    def forward(self, x):
+        x.add_(1)
+        return x.relu()
+
+
+class WritesThroughAView(nn.Module):
+    def forward(self, x):
+        doubled = x * 2
+        flat = doubled.view(-1)
+        doubled.relu_()
+        return flat
+
+
+class WritesAnAliasOfItsInput(nn.Module):
+    def forward(self, x):
+        same = F.dropout(x, 0.1, training=False)  # in eval mode, dropout returns x itself
+        same.relu_()
+        return same * 2
+
+
+class ChangesTheResultType(nn.Module):
+    def forward(self, x):
+        doubled = x * 2
+        doubled.gt_(0)  # writes 0.0/1.0 floats where the functional gt would give bools
+        return doubled
+
+
+@pytest.mark.parametrize(
+    ("model", "in_place_op"),
+    [
+        (WritesItsInput(), "aten.add_.Tensor"),
+        (WritesThroughAView(), "aten.relu_.default"),
+        (WritesAnAliasOfItsInput(), "aten.relu_.default"),
+        (ChangesTheResultType(), "aten.gt_.Scalar"),
+    ],
+)
+def test_in_place_ops_another_name_could_observe_stay_in_place(model, in_place_op):
+    graph = capture_graph(model, (torch.randn(3, 4),))
+    assert in_place_op in ops_of(graph)
