@@ -19,7 +19,8 @@ import torch.utils._pytree as pytree
 from torch.export import Dim
 
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
-from drtriton_lsp.engine.in_place import functionalize_in_place_ops
+from drtriton_lsp.engine.decomposed_norms import fold_decomposed_norms
+from drtriton_lsp.engine.in_place import functional_program, functionalize_in_place_ops, writes_in_place
 from drtriton_lsp.errors import CaptureError
 
 DTYPE_NAMES = {
@@ -100,6 +101,9 @@ def capture_graph(model: torch.nn.Module, args: tuple, task_file: Path | None = 
     """Export `model` on `args` and flatten the result into an OpGraph."""
     exported, _dynamic = export_program(model, args, task_file)
     functionalize_in_place_ops(exported.graph_module)
+    if writes_in_place(exported.graph):
+        exported = functional_program(exported) or exported
+    fold_decomposed_norms(exported.graph_module)
     return graph_from_exported(exported, task_file, user_input_names(model, args))
 
 

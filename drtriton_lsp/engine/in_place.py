@@ -1,9 +1,14 @@
-"""In-place ops on values nothing else holds, rewritten into their functional forms after export.
+"""In-place ops that write only memory the forward allocated itself, rewritten into functional ops after export.
 
-Model code writes into fresh intermediates (`nn.ReLU(inplace=True)`, `out += identity`); the compiler keeps every
-anchor in PyTorch while a graph writes in place. `relu_(v)` becomes `relu(v)` exactly when no other name for `v`'s
-memory can see the difference: `v` was allocated by the op that made it, nothing read it through an alias, and
-nothing reads it afterwards. Writes into inputs, parameters, buffers or views stay as they are.
+Model code writes into fresh intermediates (`nn.ReLU(inplace=True)`, `out += identity`, `out[:, :k] = part`); the
+compiler keeps every anchor in PyTorch while a graph writes in place. Two rewrites, both exact:
+- `relu_(v)` becomes `relu(v)` when no other name for `v`'s memory can see the difference: `v` was allocated by the
+  op that made it, nothing read it through an alias, and nothing reads it afterwards (names and ops unchanged);
+- otherwise, when every write lands in memory an op of the forward allocated (a slice of a fresh tensor), and every
+  alias of that memory is one export tracks, export's own functionalisation (`run_decompositions({})`) replaces the
+  writes (`copy_` into a slice becomes `slice_scatter`); it also decomposes a few composite ops (batch norm becomes
+  `_native_batch_norm_legit_no_training`, an eval-mode dropout a `clone`).
+Writes into inputs, parameters or buffers, or into memory an op may share without saying so, stay as they are.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 
 import torch
 from torch._guards import detect_fake_mode
+from torch.multiprocessing.reductions import StorageWeakRef
 
 # Composite ops (no kernel of their own: what they return is whatever their decomposition returns, so their schema
 # says nothing about aliasing) whose result is always a new tensor, checked against their decompositions in torch 2.13.
@@ -48,6 +54,91 @@ def functionalize_in_place_ops(graph_module: torch.fx.GraphModule) -> list[str]:
         node.target = functional
         rewritten.append(node.name)
     return rewritten
+
+
+def functional_program(exported: Any) -> Any | None:
+    """`exported` with every in-place op replaced by export's functionalisation, or None when some write could reach
+    memory the forward did not allocate (an input, a parameter, a buffer, or an untracked alias), or when the
+    functional program still writes somewhere."""
+    if not _writes_only_fresh_memory(exported.graph):
+        return None
+    try:
+        functional = exported.run_decompositions({})
+    except Exception:  # noqa: BLE001 - a program export cannot functionalise keeps its in-place ops
+        return None
+    signature = functional.graph_signature
+    if signature.user_inputs_to_mutate or signature.buffers_to_mutate or writes_in_place(functional.graph):
+        return None
+    return functional
+
+
+def writes_in_place(graph: torch.fx.Graph) -> bool:
+    """Whether some op of the graph writes into one of its arguments."""
+    return any(_is_mutable(node.target) for node in graph.nodes if node.op == "call_function")
+
+
+def _writes_only_fresh_memory(graph: torch.fx.Graph) -> bool:
+    """Whether each in-place op writes memory first returned by an op that allocates it, and every op reading that
+    memory either returns an alias export tracks (a view, the in-place op itself) or returns new memory."""
+    storages = {node: _storages(node.meta.get("val")) for node in graph.nodes}
+    owner: dict[Any, torch.fx.Node] = {}
+    for node in graph.nodes:
+        for storage in storages[node]:
+            owner.setdefault(storage, node)
+    written: set[Any] = set()
+    for node in graph.nodes:
+        if node.op != "call_function" or not _is_mutable(node.target):
+            continue
+        for argument in _written_arguments(node):
+            if not isinstance(argument, torch.fx.Node) or not storages[argument]:
+                return False
+            written |= storages[argument]
+    for storage in written:
+        if not allocates(owner[storage]):
+            return False
+    for node in graph.nodes:
+        if not storages[node] & written:
+            continue
+        for reader in node.users:
+            if reader.op == "output" or storages[reader] & storages[node]:
+                continue
+            if not (allocates(reader) or _returns_no_tensor(reader.target) or _returns_only_written(reader.target)):
+                return False
+    return True
+
+
+def _storages(value: Any) -> set[Any]:
+    """Identities of the memory a (fake) tensor value, or each tensor of a tuple value, lives in."""
+    if isinstance(value, torch.Tensor):
+        return {StorageWeakRef(value.untyped_storage())}
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_storages(item) for item in value)) if value else set()
+    return set()
+
+
+def _is_mutable(target: Any) -> bool:
+    return isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable
+
+
+def _written_arguments(node: torch.fx.Node) -> list[Any]:
+    """The node's arguments its schema marks as written."""
+    schema = node.target._schema
+    found = []
+    for index, argument in enumerate(schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        if argument.name in node.kwargs:
+            found.append(node.kwargs[argument.name])
+        elif index < len(node.args):
+            found.append(node.args[index])
+    return found
+
+
+def _returns_only_written(target: Any) -> bool:
+    """An in-place op: whatever it returns is what it wrote, so it aliases nothing it only read."""
+    if not _is_mutable(target):
+        return False
+    return all(result.alias_info is not None and result.alias_info.is_write for result in target._schema.returns)
 
 
 def functional_form(node: torch.fx.Node) -> torch._ops.OpOverload | None:

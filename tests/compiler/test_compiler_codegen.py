@@ -151,6 +151,33 @@ def test_in_place_ops_on_fresh_values_leave_the_block_to_the_kernels(run_hybrid)
     torch.testing.assert_close(actual, expected)
 
 
+class PaddedChannels(nn.Module):
+    """Writes a slice of a tensor it allocated, then batch norm: export functionalises the write and decomposes
+    the batch norm, which capture folds back."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x, part):
+        out = torch.zeros_like(x)
+        out[:, :2] = part
+        return F.relu(self.bn(out), inplace=True) * 2
+
+
+def test_a_functionalised_write_leaves_batch_norm_and_its_epilogue_to_one_kernel(run_hybrid):
+    model = PaddedChannels()
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-1, 1)
+        model.bn.running_var.uniform_(0.5, 2)
+    program, actual, expected = run_hybrid(
+        model, (torch.randn(2, 4, 3, 3), torch.randn(2, 2, 3, 3)), (torch.randn(3, 4, 5, 2), torch.randn(3, 2, 5, 2))
+    )
+    assert "aten.batch_norm.default" in program.replaced_ops and "aten.relu.default" in program.replaced_ops
+    assert not any(op.split(".")[1].endswith("_") for op in program.kept_ops)
+    torch.testing.assert_close(actual, expected)
+
+
 class CapitalisedParameters(nn.Module):
     def forward(self, A, B, alpha: float, C):
         return torch.relu(A * alpha + B) - C

@@ -146,15 +146,82 @@ class ChangesTheResultType(nn.Module):
         return doubled
 
 
+def in_place_ops(graph: OpGraph) -> list[str]:
+    return [op for op in ops_of(graph) if op.startswith("aten.") and op.split(".")[1].endswith("_")
+            and not op.split(".")[1].startswith("_")]
+
+
+@pytest.mark.parametrize(
+    ("model", "functional_ops"),
+    [
+        (WritesThroughAView(), ["aten.mul.Tensor", "aten.relu.default", "aten.view.default"]),
+        # gt_ keeps its target's float dtype: export's functionalisation casts the bools back
+        (ChangesTheResultType(), ["aten.mul.Tensor", "aten.gt.Scalar", "aten._to_copy.default"]),
+    ],
+)
+def test_writes_export_tracks_every_alias_of_are_functionalised(model, functional_ops):
+    assert ops_of(capture_graph(model, (torch.randn(3, 4),))) == functional_ops
+
+
+class WritesASliceOfAFreshTensor(nn.Module):
+    def forward(self, x, part):
+        out = torch.zeros_like(x)
+        out[:, :2] = part.relu()
+        return out * 2
+
+
+class WritesASliceOfItsInput(nn.Module):
+    def forward(self, x):
+        x[:, 0] = x[:, 1]
+        return x * 2
+
+
+class WritesASliceSeenThroughDropout(nn.Module):
+    def forward(self, x):
+        doubled = x * 2
+        same = F.dropout(doubled, 0.1, training=False)  # the same tensor in eager; export records a new one
+        doubled[:, 0] = x[:, 1]
+        return same
+
+
+def test_writes_into_a_slice_of_memory_the_forward_allocated_are_functionalised():
+    graph = capture_graph(WritesASliceOfAFreshTensor(), (torch.randn(3, 4), torch.randn(3, 2)))
+    assert "aten.slice_scatter.default" in ops_of(graph) and not in_place_ops(graph)
+
+
 @pytest.mark.parametrize(
     ("model", "in_place_op"),
     [
         (WritesItsInput(), "aten.add_.Tensor"),
-        (WritesThroughAView(), "aten.relu_.default"),
         (WritesAnAliasOfItsInput(), "aten.relu_.default"),
-        (ChangesTheResultType(), "aten.gt_.Scalar"),
+        (WritesASliceOfItsInput(), "aten.copy_.default"),
+        (WritesASliceSeenThroughDropout(), "aten.copy_.default"),
     ],
 )
-def test_in_place_ops_another_name_could_observe_stay_in_place(model, in_place_op):
-    graph = capture_graph(model, (torch.randn(3, 4),))
-    assert in_place_op in ops_of(graph)
+def test_writes_that_could_reach_an_input_or_an_untracked_alias_stay_in_place(model, in_place_op):
+    assert in_place_ops(capture_graph(model, (torch.randn(3, 4),))) == [in_place_op]
+
+
+class DecomposedNorms(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(8))
+        self.bias = nn.Parameter(torch.randn(8))
+        self.group_weight = nn.Parameter(torch.randn(4))
+
+    def forward(self, x, image):
+        normalised = torch.ops.aten.native_layer_norm(x, [8], self.weight, self.bias, 1e-5)[0]
+        mean = torch.ops.aten.native_layer_norm(x, [8], self.weight, self.bias, 1e-5)[1]
+        batch, channels, height, width = image.shape
+        grouped = torch.ops.aten.native_group_norm(
+            image, self.group_weight, None, batch, channels, height * width, 2, 1e-5
+        )[0]
+        return normalised * mean, grouped
+
+
+def test_decomposed_norms_whose_statistics_nothing_reads_become_the_composite_ops():
+    graph = capture_graph(DecomposedNorms(), (torch.randn(3, 8), torch.randn(2, 4, 3, 5)))
+    ops = ops_of(graph)
+    assert ops.count("aten.layer_norm.default") == 1 and ops.count("aten.group_norm.default") == 1
+    # the second layer norm's mean is read, which layer_norm does not return
+    assert ops.count("aten.native_layer_norm.default") == 1
