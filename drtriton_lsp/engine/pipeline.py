@@ -177,7 +177,7 @@ def optimize_target(
                 timing_note="nothing was generated",
                 kernel_source=None,
                 schedule=program.schedule,
-                message="no op of this target maps to a Triton template yet; every op stays in PyTorch",
+                message=no_candidate_message(program),
                 **common,
             ),
             program,
@@ -210,6 +210,17 @@ def optimize_target(
         **common,
     )
     return Outcome(report, trial.program, guards, task, user_input_shapes(graph))
+
+
+def no_candidate_message(program: CompiledProgram) -> str:
+    """Why the compiler generated no kernel for a target."""
+    if program.kept_copies:
+        copies = ", ".join(sorted(set(program.kept_copies)))
+        return (
+            f"the only ops a Triton kernel could take here copy data ({copies}); a kernel that only copies computes "
+            "nothing, so every op stays in PyTorch"
+        )
+    return "no op of this target maps to a Triton template yet; every op stays in PyTorch"
 
 
 def reverify_refusal(outcome: Outcome) -> str:

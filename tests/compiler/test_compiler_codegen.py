@@ -16,6 +16,7 @@ from torch import nn
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.forward_source import UnsupportedGraphError
 from drtriton_lsp.engine.capture import capture_graph
+from drtriton_lsp.engine.pipeline import no_candidate_message
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
 
@@ -107,10 +108,10 @@ def test_parameters_under_numbered_submodules_are_read_with_get_parameter(run_hy
 class InPlaceUpdates(nn.Module):
     def forward(self, x):
         scaled = x * 2
-        flat = scaled.view(-1)
-        scaled.add_(1)  # `flat` sees this write, so it stays in place
+        alias = F.dropout(scaled, 0.3, training=False)  # in eval mode `scaled` itself, which export does not record
+        scaled.add_(1)  # so this write stays in place, and `alias` sees it
         activated = F.relu(scaled * x, inplace=True)  # writes a value nothing else holds: captured as relu
-        return torch.sigmoid(flat).view_as(x) * activated, F.dropout(activated, 0.3, training=False) + 1
+        return torch.sigmoid(alias) * activated, F.dropout(activated, 0.3, training=False) + 1
 
 
 def test_in_place_ops_stay_in_pytorch_and_keep_their_order(run_hybrid):
@@ -176,6 +177,32 @@ def test_a_functionalised_write_leaves_batch_norm_and_its_epilogue_to_one_kernel
     assert "aten.batch_norm.default" in program.replaced_ops and "aten.relu.default" in program.replaced_ops
     assert not any(op.split(".")[1].endswith("_") for op in program.kept_ops)
     torch.testing.assert_close(actual, expected)
+
+
+class DropoutAroundKeptOps(nn.Module):
+    """A recurrent model's shape: eval-mode dropout around ops no template computes (flip stands for the GRU)."""
+
+    def forward(self, x):
+        hidden = F.dropout(x, 0.2, training=False).flip(0)
+        return F.dropout(hidden, 0.2, training=False).to(torch.float16)
+
+
+def test_kernels_that_would_only_copy_are_left_to_pytorch(run_hybrid):
+    program, actual, expected = run_hybrid(DropoutAroundKeptOps(), (torch.randn(4, 6),), (torch.randn(7, 5),))
+    assert program.kernels == ()
+    assert sorted(program.kept_copies) == ["aten.dropout.default", "aten.dropout.default", "aten.to.dtype"]
+    assert torch.equal(actual, expected)
+
+
+def test_a_target_with_only_copies_for_triton_says_so(compile_model):
+    program = compile_model(DropoutAroundKeptOps(), (torch.randn(4, 6),))
+    message = no_candidate_message(program)
+    assert "copy data (aten.dropout.default, aten.to.dtype)" in message and "computes nothing" in message
+
+
+def test_dropout_between_computing_ops_still_fuses(compile_model):
+    program = compile_model(nn.Sequential(nn.Tanh(), nn.Dropout(0.2), nn.Sigmoid()), (torch.randn(4, 6),))
+    assert len(program.kernels) == 1 and "aten.dropout.default" in program.replaced_ops
 
 
 class CapitalisedParameters(nn.Module):
