@@ -155,7 +155,7 @@ def optimize_target(
         )
     search = {
         "backend": "compiler", "candidates": 1 if program.kernels else 0, "verified": 0, "seconds": 0.0,
-        "stages_s": clock.seconds,
+        "stages_s": clock.seconds, "capture_note": capture.get("capture_note", ""),
     }
     common = dict(
         file=path,

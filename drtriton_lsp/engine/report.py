@@ -148,6 +148,9 @@ def to_markdown(report: dict[str, Any]) -> str:
         ("file", str(report.get("file"))),
         ("device", f"{report['device']['kind']} ({report['device']['name']})"),
     ]
+    capture_note = (report.get("search") or {}).get("capture_note")
+    if capture_note:
+        rows.append(("capture", capture_note))
     correctness = report.get("correctness")
     if correctness:
         tolerance = ", ".join(f"{dtype}: atol {t['atol']:g}, rtol {t['rtol']:g}" for dtype, t in correctness["tolerance"].items())

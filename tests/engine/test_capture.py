@@ -5,7 +5,9 @@ Runs torch.export in the test process (tests only: the product runs it in a work
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.capture import capture_graph
+from drtriton_lsp.engine.capture import capture, capture_graph
+from drtriton_lsp.engine.capture_job import run_capture
+from drtriton_lsp.engine.task import Task
 from drtriton_lsp.errors import CaptureError
 
 
@@ -225,3 +229,55 @@ def test_decomposed_norms_whose_statistics_nothing_reads_become_the_composite_op
     assert ops.count("aten.layer_norm.default") == 1 and ops.count("aten.group_norm.default") == 1
     # the second layer norm's mean is read, which layer_norm does not return
     assert ops.count("aten.native_layer_norm.default") == 1
+
+
+@functools.lru_cache(maxsize=8)
+def attention_scale(width: int) -> float:
+    return 1.0 / math.sqrt(width)
+
+
+class CachesBySize(nn.Module):
+    """Keys a cache on an input size: with free sizes the size is a SymInt, which is unhashable, so export fails."""
+
+    def forward(self, x):
+        return torch.softmax(x * attention_scale(x.shape[-1]), dim=-1)
+
+
+def test_a_model_export_cannot_trace_with_free_sizes_is_captured_at_its_example_sizes():
+    example = torch.randn(2, 5, 8)
+    captured = capture(CachesBySize(), (example,))  # the retry gets the very tensors the failed export saw
+    assert captured.graph.symbol_hints == {}
+    assert [graph_input.spec.shape for graph_input in captured.graph.inputs] == [(2, 5, 8)]
+    assert "could not leave the input sizes free (TypeError: unhashable type" in captured.static_note
+
+
+def test_a_model_with_free_sizes_has_no_capture_note():
+    assert capture(LinearGelu().eval(), (torch.randn(4, 16),)).static_note == ""
+
+
+TASK_WITH_A_SIZE_CACHE = """
+import functools, math
+import torch
+from torch import nn
+
+
+@functools.lru_cache(maxsize=8)
+def attention_scale(width):
+    return 1.0 / math.sqrt(width)
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x * attention_scale(x.shape[-1]), dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(2, 5, 8)]
+"""
+
+
+def test_the_capture_job_says_why_the_sizes_are_fixed():
+    task = Task(name="Model", kind="module", source=TASK_WITH_A_SIZE_CACHE)
+    messages: list[str] = []
+    result = run_capture({"task": task.to_json()}, messages.append)
+    assert "unhashable" in result["capture_note"] and result["capture_note"] in messages

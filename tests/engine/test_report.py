@@ -4,7 +4,7 @@ verified winner (faster than eager, or untimed) is worth writing back.
 
 from __future__ import annotations
 
-from drtriton_lsp.engine.report import latency_text, one_line, worth_writing_back
+from drtriton_lsp.engine.report import build_report, latency_text, one_line, to_markdown, worth_writing_back
 
 
 def report(status: str = "verified", speedup: float | None = None) -> dict:
@@ -41,3 +41,13 @@ def test_call_latency_reads_as_times_and_speedups_and_leaves_out_a_failed_torch_
     )
     without_compile = {**latency, "compile_ms": None, "speedup_vs_compile": None}
     assert latency_text(without_compile) == "eager 0.045 ms, Triton 0.0634 ms (0.71x vs eager)"
+
+
+def test_the_markdown_report_says_when_the_sizes_were_fixed_at_capture():
+    note = "torch.export could not leave the input sizes free (TypeError: ...); captured at the example sizes"
+    built = build_report(
+        file="model.py", target="Block", status="no_candidate", device={"kind": "cpu", "name": "CPU"}, verdict=None,
+        timing=None, timing_note="nothing was generated", search={"capture_note": note}, kernel_source=None,
+        schedule=None, replaced_ops=[], kept_ops=[],
+    )
+    assert f"| capture | {note} |" in to_markdown(built)
