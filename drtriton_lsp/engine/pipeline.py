@@ -20,6 +20,7 @@ from drtriton_lsp import __version__
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.devices import COMMAND_LINE_DEVICE, DeviceOption, describe_device, likely_device, resolve_device
+from drtriton_lsp.engine.memory_caps import with_task_memory_caps
 from drtriton_lsp.engine.report import (
     build_report,
     correctness_of,
@@ -141,6 +142,12 @@ def optimize_target(
     device = resolve_device(options.device, devices, path, options.device_option)
     graph = OpGraph.from_json(capture["graph"])
     guards = capture["guards"]
+    # verification and timing may hold the task's tensors several times over: their cap follows the task's size
+    options = dataclasses.replace(
+        options,
+        verify_limits=with_task_memory_caps(options.verify_limits, graph),
+        benchmark_limits=with_task_memory_caps(options.benchmark_limits, graph),
+    )
     device_info = describe_device(device, devices)
     versions = devices["versions"]
 
