@@ -58,6 +58,8 @@ class OptimizeOptions:
     schedule: str | None = None
     # time verified candidates on the GPU (off: verification only, e.g. when jobs share the GPU)
     benchmark: bool = True
+    # also time torch.compile(mode="max-autotune"), the strongest baseline a user can turn on (compiles for minutes)
+    compile_max_autotune: bool = False
     # test-time search over schedules (GPU only), its budget, verification jobs at once, and cache
     search: bool = False
     search_budget: SearchBudget = field(default_factory=SearchBudget)
@@ -343,7 +345,7 @@ def retime_outcome(
     measured = _call(
         runner,
         "benchmark",
-        {"task": outcome.task.to_json(), "candidate": report["kernel"]["source"]},
+        benchmark_params(outcome.task, report["kernel"]["source"], options),
         options.benchmark_limits,
         python_path,
         progress,
@@ -355,6 +357,11 @@ def retime_outcome(
         timing["previous"] = earlier_timing(report)
     revised = revised_report(report, timing=timing, timing_note=measured["reason"], versions=devices["versions"])
     return dataclasses.replace(outcome, report=revised)
+
+
+def benchmark_params(task: Task, candidate: str, options: OptimizeOptions) -> dict[str, Any]:
+    """The worker's `benchmark` request: the task, the candidate's source, and whether to time max-autotune too."""
+    return {"task": task.to_json(), "candidate": candidate, "max_autotune": options.compile_max_autotune}
 
 
 def _no_kernel_to(action: str, outcome: Outcome) -> str:
@@ -424,7 +431,7 @@ def _verify_and_time(
         progress("benchmarking eager, torch.compile and Triton on the GPU")
         with clock.stage(f"{stage_prefix}benchmark"):
             measured = _call(
-                runner, "benchmark", {"task": task.to_json(), "candidate": candidate}, options.benchmark_limits,
+                runner, "benchmark", benchmark_params(task, candidate, options), options.benchmark_limits,
                 python_path, progress, cancel, env=worker_environment(device),
             )
         timing, timing_note = measured["timing"], measured["reason"]

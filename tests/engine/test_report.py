@@ -51,3 +51,20 @@ def test_the_markdown_report_says_when_the_sizes_were_fixed_at_capture():
         schedule=None, replaced_ops=[], kept_ops=[],
     )
     assert f"| capture | {note} |" in to_markdown(built)
+
+
+def test_the_markdown_report_shows_max_autotune_beside_torch_compile_when_it_was_timed():
+    timing = {
+        "eager_ms": 2.0, "compile_ms": 1.0, "compile_max_autotune_ms": 0.8, "triton_ms": 0.5, "speedup_vs_eager": 4.0,
+        "speedup_vs_compile": 2.0, "speedup_vs_compile_max_autotune": 1.6, "method": "CUDA events",
+    }
+    built = build_report(
+        file="model.py", target="Block", status="verified", device={"kind": "cuda", "name": "NVIDIA H200"},
+        verdict=None, timing=timing, timing_note="", search={}, kernel_source=None, schedule=None, replaced_ops=[],
+        kept_ops=[],
+    )
+    markdown = to_markdown(built)
+    assert "| torch.compile (max-autotune) | 0.8 ms |" in markdown
+    assert "| speedup vs torch.compile (max-autotune) | 1.60x |" in markdown
+    untuned = {**timing, "compile_max_autotune_ms": None, "speedup_vs_compile_max_autotune": None}
+    assert "max-autotune" not in to_markdown({**built, "timing": untuned})
