@@ -2,7 +2,10 @@
 
 Runs inside a worker process (it executes user code). Every tensor dimension of the example
 inputs is offered to export as `Dim.AUTO`, so the graph says which sizes are free (symbols)
-and which the model fixes; verification uses that to try odd sizes safely.
+and which the model fixes; verification uses that to try odd sizes safely. When export fails
+with free sizes, the model is exported again at the example sizes, and the capture says so.
+In-place ops that write only memory the forward allocated become functional ops
+(engine/in_place.py), and user inputs take the forward's parameter names.
 """
 
 from __future__ import annotations
