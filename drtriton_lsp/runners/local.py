@@ -24,7 +24,9 @@ import psutil
 from drtriton_lsp.errors import DrtritonError, WorkerError
 from drtriton_lsp.runners import lifetime, protocol
 
-DEFAULT_MEMORY_LIMIT_BYTES = 8 * 1024**3
+# The share of the machine's memory a job without a cap of its own may hold: room is left for the system and the
+# caller, and a runaway job is stopped before the machine runs out (callers that know a job's needs set a cap).
+MACHINE_MEMORY_SHARE = 0.8
 WATCH_INTERVAL_S = 0.1
 STDERR_LINES_KEPT = 60
 # Request ids on a worker's stdin: a spare's preload, then the job, then shutdown.
@@ -44,12 +46,40 @@ class JobFailure(Exception):
         self.stderr_tail = stderr_tail
 
 
+# where a container's memory limit is written (cgroup v2, then v1); "max" or a huge number means none
+CGROUP_MEMORY_LIMITS = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+
+
+def machine_memory_cap() -> int:
+    """The memory cap of a job that sets none: MACHINE_MEMORY_SHARE of this machine's memory (of the container's
+    limit, when it runs in one with less)."""
+    return int(machine_memory_bytes() * MACHINE_MEMORY_SHARE)
+
+
+def machine_memory_bytes() -> int:
+    """The memory this process's machine or container has."""
+    total = psutil.virtual_memory().total
+    for path in CGROUP_MEMORY_LIMITS:
+        try:
+            limit = path.read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit():
+            total = min(total, int(limit))
+    return total
+
+
 @dataclass
 class JobLimits:
-    """timeout_s: wall-clock seconds; memory_bytes: resident memory of the worker and its children."""
+    """timeout_s: wall-clock seconds; memory_bytes: resident memory of the worker and its children (None: the
+    machine's cap, `machine_memory_cap()`)."""
 
     timeout_s: float = 300.0
-    memory_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES
+    memory_bytes: int | None = None
+
+    def memory_cap(self) -> int:
+        """The resident bytes the job may use."""
+        return self.memory_bytes if self.memory_bytes is not None else machine_memory_cap()
 
 
 # The interpreter and the whole environment of a worker: a spare serves only a job with the same key.
@@ -368,6 +398,7 @@ class _Watch:
 
     def run(self) -> None:
         started = time.monotonic()
+        memory_cap = self.limits.memory_cap()
         while not self._stopped.wait(WATCH_INTERVAL_S):
             if self.process.poll() is not None:
                 return
@@ -379,11 +410,8 @@ class _Watch:
                 self._kill("timeout", f"no result after {self.limits.timeout_s:.0f} s (a hang, or a job too large)")
                 return
             resident = _tree_resident_bytes(self.process.pid)
-            if resident > self.limits.memory_bytes:
-                self._kill(
-                    "memory_limit",
-                    f"used {resident / 1024**3:.1f} GiB, over the {self.limits.memory_bytes / 1024**3:.1f} GiB limit",
-                )
+            if resident > memory_cap:
+                self._kill("memory_limit", f"used {resident / 1024**3:.1f} GiB, over the {memory_cap / 1024**3:.1f} GiB limit")
                 return
 
     def _kill(self, verdict: str, detail: str) -> None:
