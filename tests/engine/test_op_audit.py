@@ -108,3 +108,22 @@ def test_a_launch_writing_a_zero_dimensional_result_is_classified():
         total = torch.empty(())
         _launch(audit, [x, total], lambda: total.copy_(x.exp().sum()))
     assert audit.holds_triton_values(total)
+
+
+def test_a_launch_that_changes_values_by_more_than_the_float32_tolerance_computed_them():
+    # a real computation with a small effect (x * 1.001) is not a copy: float32's 1e-4 decides, not TF32's 1e-2
+    x = torch.linspace(1.0, 4.0, 64)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(64)
+        _launch(audit, [x, out], lambda: out.copy_(x * 1.001))
+    assert audit.holds_triton_values(out)
+
+
+def test_a_bfloat16_launch_is_judged_with_the_bfloat16_tolerance():
+    # each value moved by more than bfloat16's 1e-2 (and less than the interpreter's 1.6e-2): computed, not copied
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.bfloat16)
+    moved = torch.tensor([1.03125, 2.03125, 3.046875, 4.0625], dtype=torch.bfloat16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(4, dtype=torch.bfloat16)
+        _launch(audit, [x, out], lambda: out.copy_(moved))
+    assert audit.holds_triton_values(out)
