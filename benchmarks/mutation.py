@@ -1,0 +1,307 @@
+"""Mutation testing of the modules that carry drtriton's promises: does a small bug in them fail a test?
+
+Each module is mutated by cosmic-ray (constraints/mutation.txt) in a scratch copy of the working tree, one mutant at a
+time, and the tests chosen for it below run against each mutant; results go to benchmarks/results/mutation/NAME.json
+and, aggregated, to benchmarks/results/mutation.md. Run: `make mutation [MODULE=NAME]`, or
+`python benchmarks/mutation.py run NAME ... [--minutes M] [--sample N]` and `python benchmarks/mutation.py report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "benchmarks" / "results" / "mutation"
+SUMMARY = REPO / "benchmarks" / "results" / "mutation.md"
+SCRATCH = Path(os.environ.get("DRTRITON_MUTATION_SCRATCH", "/tmp/drtriton-mutation"))
+TOOL = "cosmic-ray 8.7.0"
+
+# One natural replacement per operator (as mutmut makes them), comparisons moved across their boundary and
+# negated: cosmic-ray's default of every operator for every other makes 10x more mutants, most of them duplicates
+# in what they test (a `+` turned into `<<` fails wherever `+` turned into `-` fails).
+KEPT_BINARY = {"Add_Sub", "Sub_Add", "Mul_Div", "Div_Mul", "FloorDiv_Div", "Mod_FloorDiv", "Pow_Mul",
+               "LShift_RShift", "RShift_LShift", "BitOr_BitAnd", "BitAnd_BitOr", "BitXor_BitOr"}
+KEPT_COMPARISON = {"Eq_NotEq", "NotEq_Eq", "Lt_LtE", "Lt_GtE", "LtE_Lt", "LtE_Gt", "Gt_GtE", "Gt_LtE",
+                   "GtE_Gt", "GtE_Lt", "Is_IsNot", "IsNot_Is"}
+KEPT_UNARY = {"USub_UAdd", "Delete_USub", "Delete_Not"}
+
+
+def excluded_operators() -> list[str]:
+    """Regular expressions for cosmic-ray's operators-filter: every replacement outside the kept sets."""
+    return [
+        rf"core/Replace{kind}Operator_(?!({'|'.join(sorted(kept))})$)"
+        for kind, kept in (("Binary", KEPT_BINARY), ("Comparison", KEPT_COMPARISON), ("Unary", KEPT_UNARY))
+    ] + [r"core/Variable(Inserter|Replacer)"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A module to mutate and the tests that must catch its mutants (the fastest that cover it).
+
+    note: what these tests leave to other tests (a GPU-only path, worker-process tests left out for time).
+    seconds: cosmic-ray's per-mutant limit (a mutant that hangs the tests counts as killed).
+    """
+
+    path: str
+    tests: tuple[str, ...]
+    note: str = ""
+    seconds: float = 120.0
+
+
+FAST_JUDGE_TESTS = ("tests/engine/test_float64_arbiter.py", "tests/engine/test_tolerances.py")
+VERIFY_TESTS = ("tests/engine/test_verify.py", "-k", "not hanging and not memory_hog and not reference_itself")
+
+TARGETS: dict[str, Target] = {
+    "tolerances": Target(
+        "drtriton_lsp/engine/tolerances.py",
+        ("tests/engine/test_tolerances.py", "tests/engine/test_float64_arbiter.py", "tests/engine/test_op_audit.py"),
+    ),
+    "op_audit": Target("drtriton_lsp/engine/op_audit.py", ("tests/engine/test_op_audit.py",),
+                       note="worker-process tests (tests/engine/test_verify.py, test_adversarial.py) left out for time"),
+    "candidate_policy": Target("drtriton_lsp/engine/candidate_policy.py", ("tests/engine/test_candidate_policy.py",),
+                               note="the adversarial fixtures (tests/engine/test_adversarial.py) left out for time"),
+    "judge": Target(
+        "drtriton_lsp/engine/judge.py", (*FAST_JUDGE_TESTS, *VERIFY_TESTS), seconds=300.0,
+        note="runs in the verify worker: each mutant costs a run of tests/engine/test_verify.py; sampled",
+    ),
+    "candidate_host": Target(
+        "drtriton_lsp/engine/candidate_host.py", VERIFY_TESTS, seconds=300.0,
+        note="runs in the candidate's process: each mutant costs a run of tests/engine/test_verify.py; sampled",
+    ),
+    "verify": Target("drtriton_lsp/engine/verify.py", VERIFY_TESTS, seconds=300.0),
+    "triton_launches": Target("drtriton_lsp/engine/triton_launches.py", VERIFY_TESTS, seconds=300.0),
+    "bench": Target(
+        "drtriton_lsp/engine/bench.py", ("tests/test_bench.py", "tests/engine/test_bench_timing.py"),
+        note="run_benchmark and run_candidate_timing need CUDA: tests/engine/test_gpu.py covers them on the GPU machine",
+    ),
+    "dispatch": Target("drtriton_lsp/source/dispatch.py", ("tests/source/test_dispatch.py",)),
+    "writeback": Target("drtriton_lsp/source/writeback.py", ("tests/source/test_write_back.py", "-m", "not slow")),
+    "files": Target("drtriton_lsp/source/files.py", ("tests/source/test_files.py",)),
+    "apply_kernel": Target(
+        "drtriton_lsp/server/apply_kernel.py", ("tests/server/test_apply_refusals.py",), seconds=300.0,
+        note="each mutant starts the language server and a generate job",
+    ),
+    "csp_dag": Target(
+        "training/drtriton_training/csp_dag.py",
+        ("training/tests/test_synthesis.py", "training/tests/test_synthesis_options.py",
+         "training/tests/test_operator_distribution.py"),
+    ),
+}
+
+
+def git_commit() -> str:
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
+                           text=True).stdout.strip()
+    return head + ("+changes" if dirty else "")
+
+
+def scratch_copy(name: str) -> Path:
+    """The working tree's tracked and unignored files, copied where the tool may change them."""
+    destination = SCRATCH / name
+    if destination.exists():
+        shutil.rmtree(destination)
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for relative in filter(None, listed):
+        source = REPO / relative
+        if source.is_file():
+            (destination / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / relative)
+    return destination
+
+
+def configuration(target: Target) -> str:
+    test_command = " ".join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *target.tests])
+    return "\n".join([
+        "[cosmic-ray]",
+        f"module-path = {json.dumps(target.path)}",
+        f"timeout = {target.seconds}",
+        "excluded-modules = []",
+        f"test-command = {json.dumps(test_command)}",
+        "",
+        "[cosmic-ray.distributor]",
+        'name = "local"',
+        "",
+        "[cosmic-ray.filters.operators-filter]",
+        f"exclude-operators = {json.dumps(excluded_operators())}",
+        "",
+    ])
+
+
+def run_module(name: str, cosmic_ray: Path, minutes: float | None, sample: int | None) -> None:
+    target = TARGETS[name]
+    scratch = scratch_copy(name)
+    (scratch / "mutation.toml").write_text(configuration(target))
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(scratch), str(scratch / "training")])}
+    tools = cosmic_ray.parent
+
+    def tool(*arguments: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([str(tools / arguments[0]), *arguments[1:]], cwd=scratch, env=environment,
+                              capture_output=True, text=True, timeout=timeout)
+
+    tool("cosmic-ray", "init", "mutation.toml", "session.sqlite").check_returncode()
+    tool("cr-filter-operators", "session.sqlite", "mutation.toml").check_returncode()
+    if sample is not None:
+        skip_all_but_a_sample(scratch / "session.sqlite", sample)
+    print(f"{name}: baseline ({' '.join(target.tests)})", flush=True)
+    baseline = tool("cosmic-ray", "baseline", "mutation.toml", timeout=target.seconds * 2)
+    if baseline.returncode != 0:
+        raise SystemExit(f"{name}: the tests fail without any mutation; fix them first\n{baseline.stdout}{baseline.stderr}")
+    started = time.monotonic()
+    finished = run_within(
+        [str(tools / "cosmic-ray"), "exec", "mutation.toml", "session.sqlite"], scratch, environment, minutes
+    )
+    dump = tool("cosmic-ray", "dump", "session.sqlite").stdout
+    record = summarise(name, target, dump, finished, time.monotonic() - started, sample)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(f"{name}: {record['killed']}/{record['mutants']} killed, {len(record['survivors'])} survived"
+          + ("" if finished else f", {record['not_run']} not run (time limit)"), flush=True)
+
+
+def run_within(command: list[str], cwd: Path, environment: dict[str, str], minutes: float | None) -> bool:
+    """Run cosmic-ray until it ends (True) or for `minutes` (False): then it and the tests it started (in sessions
+    of their own, which a signal to its group would miss) are killed by process id."""
+    import psutil
+
+    process = subprocess.Popen(command, cwd=cwd, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        process.wait(timeout=minutes * 60 if minutes else None)
+        return True
+    except subprocess.TimeoutExpired:
+        started = psutil.Process(process.pid).children(recursive=True)
+        process.kill()
+        for child in started:
+            try:
+                child.kill()
+            except psutil.Error:
+                continue
+        process.wait()
+        return False
+
+
+def skip_all_but_a_sample(session: Path, size: int) -> None:
+    """Keep a fixed random sample of the pending mutants (seed 0, in source order); the rest are marked skipped."""
+    import sqlite3
+
+    with sqlite3.connect(session) as database:
+        pending = [row[0] for row in database.execute(
+            "SELECT job_id FROM mutation_specs WHERE job_id NOT IN (SELECT job_id FROM work_results) "
+            "ORDER BY start_pos_row, start_pos_col, operator_name, occurrence")]
+        kept = set(random.Random(0).sample(pending, min(size, len(pending))))
+        database.executemany(
+            "INSERT INTO work_results (job_id, worker_outcome, output, test_outcome, diff) VALUES (?, 'SKIPPED', "
+            "'not in the sample', NULL, NULL)",
+            [(job,) for job in pending if job not in kept],
+        )
+
+
+def summarise(name: str, target: Target, dump: str, finished: bool, seconds: float, sample: int | None) -> dict:
+    killed, survivors, not_run, incompetent = 0, [], 0, 0
+    for line in filter(None, dump.splitlines()):
+        item, result = json.loads(line)
+        if result is None:
+            not_run += 1
+            continue
+        if result["worker_outcome"] == "skipped":
+            continue
+        outcome = result.get("test_outcome")
+        if outcome == "killed":
+            killed += 1
+        elif outcome == "survived":
+            mutation = item["mutations"][0]
+            survivors.append({
+                "line": mutation["start_pos"][0],
+                "operator": mutation["operator_name"].removeprefix("core/"),
+                "diff": "\n".join(l for l in (result.get("diff") or "").splitlines() if l[:1] in "+-" and l[:3] not in ("+++", "---")),
+            })
+        else:
+            incompetent += 1
+    return {
+        "module": name, "path": target.path, "tests": list(target.tests), "note": target.note,
+        "tool": TOOL, "commit": git_commit(), "date": datetime.date.today().isoformat(),
+        "mutants": killed + len(survivors), "killed": killed, "survivors": sorted(survivors, key=lambda s: s["line"]),
+        "incompetent": incompetent, "not_run": not_run, "finished": finished, "sample": sample,
+        "minutes": round(seconds / 60, 1),
+    }
+
+
+def write_summary() -> None:
+    records = [json.loads(path.read_text()) for path in sorted(RESULTS.glob("*.json"))]
+    order = list(TARGETS)
+    records.sort(key=lambda r: order.index(r["module"]) if r["module"] in order else len(order))
+    explained = json.loads((REPO / "benchmarks" / "mutation_equivalent.json").read_text())
+    total = sum(r["mutants"] for r in records)
+    killed = sum(r["killed"] for r in records)
+    lines = [
+        "# Mutation testing",
+        "",
+        f"- date: {max((r['date'] for r in records), default='-')}; commit: "
+        f"{', '.join(sorted({r['commit'] for r in records})) or '-'}; tool: {TOOL} (operators: see benchmarks/mutation.py)",
+        f"- command: `make mutation` (all modules) or `make mutation MODULE=NAME`",
+        f"- mutants run: {total}, killed: {killed} ({100 * killed / total:.1f} %)" if total else "- no module run yet",
+        "",
+        "| module | mutants | killed | survived | killed % | equivalent | run | tests |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        equivalent = [s for s in r["survivors"] if _explanation(explained, r["module"], s)]
+        share = f"{100 * r['killed'] / r['mutants']:.1f}" if r["mutants"] else "-"
+        run = "all" if r["finished"] and not r["sample"] else (
+            f"sample of {r['sample']}" if r["sample"] else f"{r['mutants']} of {r['mutants'] + r['not_run']} (time limit)")
+        lines.append(f"| {r['path']} | {r['mutants']} | {r['killed']} | {len(r['survivors'])} | {share} | "
+                     f"{len(equivalent)} | {run}, {r['minutes']} min | {' '.join(r['tests'])} |")
+    lines += ["", "Not run at all: " + (", ".join(sorted(set(TARGETS) - {r["module"] for r in records})) or "none"), ""]
+    for r in records:
+        if r["note"]:
+            lines.append(f"- {r['module']}: {r['note']}")
+    lines += ["", "## Survivors", ""]
+    for r in records:
+        if not r["survivors"]:
+            continue
+        lines += [f"### {r['path']}", ""]
+        for survivor in r["survivors"]:
+            why = _explanation(explained, r["module"], survivor) or "not explained yet: a test is missing"
+            diff = survivor["diff"].replace("\n", " / ").replace("|", "\\|")
+            lines.append(f"- line {survivor['line']}, {survivor['operator']}: `{diff}`: {why}")
+        lines.append("")
+    SUMMARY.write_text("\n".join(lines))
+
+
+def _explanation(explained: dict, module: str, survivor: dict) -> str:
+    """Why a surviving mutant is equivalent (benchmarks/mutation_equivalent.json, keyed by its diff lines)."""
+    return explained.get(module, {}).get(survivor["diff"], "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="mutate modules and run their tests")
+    run.add_argument("modules", nargs="*", help=f"module names (default: all): {', '.join(TARGETS)}")
+    run.add_argument("--cosmic-ray", type=Path, default=REPO / ".venv-mutation" / "bin" / "cosmic-ray")
+    run.add_argument("--minutes", type=float, help="stop each module after this long (its record says so)")
+    run.add_argument("--sample", type=int, help="run a fixed random sample of this many mutants per module")
+    commands.add_parser("report", help="write benchmarks/results/mutation.md from the module records")
+    args = parser.parse_args()
+    if args.command == "run":
+        unknown = sorted(set(args.modules) - set(TARGETS))
+        if unknown:
+            parser.error(f"no module named {', '.join(unknown)}; choose from {', '.join(TARGETS)}")
+        for name in args.modules or list(TARGETS):
+            run_module(name, args.cosmic_ray, args.minutes, args.sample)
+    write_summary()
+
+
+if __name__ == "__main__":
+    main()
