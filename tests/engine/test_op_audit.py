@@ -28,6 +28,10 @@ def test_fresh_buffers_are_poisoned_and_filled_factories_keep_their_values():
     with CandidateAudit(poison_seed=12):
         other = torch.empty(64, 5)
     assert torch.equal(again, fresh[0]) and not torch.equal(other, fresh[0])
+    with CandidateAudit(poison_seed=11):
+        # one-element outputs (a loss, a count) are poisoned too: an unwritten 0 would match a zero result
+        scalar, count = torch.empty(()), torch.empty(1, dtype=torch.int64)
+    assert float(scalar) != 0.0 and int(count) != 0
 
 
 def test_a_write_past_the_end_of_a_buffer_breaks_its_guard():
@@ -186,3 +190,38 @@ def test_the_launch_counters_hook_classifies_a_launch_only_when_values_are_track
             out.copy_(torch.sigmoid(x))
         after([x, out])
     assert audit.holds_triton_values(out)
+
+
+def test_pytorch_writing_into_a_triton_buffer_through_out_drops_the_mark():
+    x = torch.randn(16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(16)
+        _launch(audit, [x, out], lambda: out.copy_(torch.exp(x)))
+        torch.mul(x, 2.0, out=out)
+    assert not audit.holds_triton_values(out)
+
+
+def test_copying_a_triton_result_with_pytorch_keeps_the_mark():
+    x = torch.randn(16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(16)
+        _launch(audit, [x, out], lambda: out.copy_(torch.exp(x)))
+        moved = torch.empty(16)
+        moved.copy_(out)
+    assert audit.holds_triton_values(moved)
+
+
+def test_a_launch_that_copies_a_one_element_pytorch_result_computes_nothing():
+    x = torch.randn(64)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        loss = torch.sum(x * x)  # a loss computed in PyTorch, copied into the output by a kernel
+        out = torch.empty(())
+        _launch(audit, [loss, out], lambda: out.copy_(loss))
+    assert not audit.holds_triton_values(out)
+
+
+def test_a_constant_fill_of_two_elements_is_not_a_computation():
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(2)
+        _launch(audit, [out], lambda: out.fill_(0.5))
+    assert not audit.holds_triton_values(out)
