@@ -139,8 +139,11 @@ def configuration(target: Target) -> str:
     ])
 
 
-def run_module(name: str, cosmic_ray: Path, minutes: float | None, sample: int | None) -> None:
+def run_module(name: str, cosmic_ray: Path, minutes: float | None, sample: int | None, recheck: bool) -> None:
+    """Mutate one module and run its tests per mutant; with `recheck`, run only the last record's survivors again
+    (after tests were added) and update that record."""
     target = TARGETS[name]
+    previous = json.loads((RESULTS / f"{name}.json").read_text()) if recheck else None
     scratch = scratch_copy(name)
     (scratch / "mutation.toml").write_text(configuration(target))
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(scratch), str(scratch / "training")])}
@@ -152,7 +155,9 @@ def run_module(name: str, cosmic_ray: Path, minutes: float | None, sample: int |
 
     tool("cosmic-ray", "init", "mutation.toml", "session.sqlite").check_returncode()
     tool("cr-filter-operators", "session.sqlite", "mutation.toml").check_returncode()
-    if sample is not None:
+    if previous is not None:
+        skip_all_but_survivors(scratch / "session.sqlite", scratch / target.path, previous["survivors"])
+    elif sample is not None:
         skip_all_but_a_sample(scratch / "session.sqlite", sample)
     print(f"{name}: baseline ({' '.join(target.tests)})", flush=True)
     baseline = tool("cosmic-ray", "baseline", "mutation.toml", timeout=target.seconds * 2)
@@ -164,6 +169,8 @@ def run_module(name: str, cosmic_ray: Path, minutes: float | None, sample: int |
     )
     dump = tool("cosmic-ray", "dump", "session.sqlite").stdout
     record = summarise(name, target, dump, finished, time.monotonic() - started, sample)
+    if previous is not None:
+        record = rechecked(previous, record)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
     print(f"{name}: {record['killed']}/{record['mutants']} killed, {len(record['survivors'])} survived"
@@ -205,6 +212,42 @@ def skip_all_but_a_sample(session: Path, size: int) -> None:
             "'not in the sample', NULL, NULL)",
             [(job,) for job in pending if job not in kept],
         )
+
+
+def skip_all_but_survivors(session: Path, source: Path, survivors: list[dict]) -> None:
+    """Keep the mutants made by a survivor's operator on a line that reads as the survivor's original line."""
+    import sqlite3
+
+    lines = source.read_text().splitlines()
+    wanted = {(s["operator"], _original_line(s["diff"])) for s in survivors}
+    with sqlite3.connect(session) as database:
+        pending = database.execute(
+            "SELECT job_id, operator_name, start_pos_row FROM mutation_specs "
+            "WHERE job_id NOT IN (SELECT job_id FROM work_results)").fetchall()
+        database.executemany(
+            "INSERT INTO work_results (job_id, worker_outcome, output, test_outcome, diff) VALUES (?, 'SKIPPED', "
+            "'not a survivor of the last run', NULL, NULL)",
+            [(job,) for job, operator, row in pending
+             if (operator.removeprefix("core/"), lines[row - 1].strip()) not in wanted],
+        )
+
+
+def _original_line(diff: str) -> str:
+    return next((line[1:].strip() for line in diff.splitlines() if line.startswith("-")), "")
+
+
+def rechecked(previous: dict, rerun: dict) -> dict:
+    """The previous record with its survivors narrowed to those that survived the rerun (which must finish)."""
+    if not rerun["finished"]:
+        raise SystemExit("the recheck ran out of time; run it again without --minutes")
+    lines = {survivor["diff"]: survivor["line"] for survivor in rerun["survivors"]}
+    survivors = [{**s, "line": lines[s["diff"]]} for s in previous["survivors"] if s["diff"] in lines]
+    return {
+        **previous, "survivors": survivors,
+        "killed": previous["killed"] + len(previous["survivors"]) - len(survivors),
+        "commit": rerun["commit"], "date": rerun["date"], "tests": rerun["tests"],
+        "rechecked": f"{len(previous['survivors'])} survivors run again after new tests: {len(survivors)} left",
+    }
 
 
 def summarise(name: str, target: Target, dump: str, finished: bool, seconds: float, sample: int | None) -> dict:
@@ -260,6 +303,8 @@ def write_summary() -> None:
         share = f"{100 * r['killed'] / r['mutants']:.1f}" if r["mutants"] else "-"
         run = "all" if r["finished"] and not r["sample"] else (
             f"sample of {r['sample']}" if r["sample"] else f"{r['mutants']} of {r['mutants'] + r['not_run']} (time limit)")
+        if r.get("rechecked"):
+            run += f"; then {r['rechecked']}"
         lines.append(f"| {r['path']} | {r['mutants']} | {r['killed']} | {len(r['survivors'])} | {share} | "
                      f"{len(equivalent)} | {run}, {r['minutes']} min | {' '.join(r['tests'])} |")
     lines += ["", "Not run at all: " + (", ".join(sorted(set(TARGETS) - {r["module"] for r in records})) or "none"), ""]
@@ -292,6 +337,7 @@ def main() -> None:
     run.add_argument("--cosmic-ray", type=Path, default=REPO / ".venv-mutation" / "bin" / "cosmic-ray")
     run.add_argument("--minutes", type=float, help="stop each module after this long (its record says so)")
     run.add_argument("--sample", type=int, help="run a fixed random sample of this many mutants per module")
+    run.add_argument("--recheck", action="store_true", help="run the last record's survivors again (after new tests)")
     commands.add_parser("report", help="write benchmarks/results/mutation.md from the module records")
     args = parser.parse_args()
     if args.command == "run":
@@ -299,7 +345,7 @@ def main() -> None:
         if unknown:
             parser.error(f"no module named {', '.join(unknown)}; choose from {', '.join(TARGETS)}")
         for name in args.modules or list(TARGETS):
-            run_module(name, args.cosmic_ray, args.minutes, args.sample)
+            run_module(name, args.cosmic_ray, args.minutes, args.sample, args.recheck)
     write_summary()
 
 
