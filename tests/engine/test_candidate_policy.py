@@ -186,3 +186,35 @@ def test_a_task_statement_reused_inside_the_candidates_own_code_is_checked():
     reused = candidate(body="setattr(obj, name, value)")
     violation = policy_violation(reused, task)
     assert violation is not None and "uses setattr" in violation.detail
+
+
+UNALIASED_IMPORTS = """
+import torch.nn
+import triton.language
+
+
+@triton.jit
+def scale(x_ptr, out_ptr, n, BLOCK: triton.language.constexpr):
+    offsets = triton.language.program_id(0) * BLOCK + triton.language.arange(0, BLOCK)
+    mask = offsets < n
+    triton.language.store(out_ptr + offsets, triton.language.load(x_ptr + offsets, mask=mask) * 2.0, mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def scale(self, x):
+        return torch.empty_like(x)  # a method named like the kernel is plain Python, not a kernel
+
+    def forward(self, x):
+        out = self.scale(x)
+        scale[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+{body}
+        return out
+"""
+
+
+def test_import_a_dot_b_binds_a_and_a_method_named_like_a_kernel_is_plain_python():
+    # `import triton.language` binds `triton`, so triton.language.* in a kernel is Triton's
+    assert policy_violation(UNALIASED_IMPORTS.format(body="")) is None
+    # and `import torch.nn` binds `torch`: what torch offers stays checked
+    violation = policy_violation(UNALIASED_IMPORTS.format(body="        out = torch.compile(lambda v: v)(out)"))
+    assert violation is not None and "uses torch.compile" in violation.detail
