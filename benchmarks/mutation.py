@@ -14,6 +14,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -82,7 +83,7 @@ TARGETS: dict[str, Target] = {
     "verify": Target("drtriton_lsp/engine/verify.py", VERIFY_TESTS, seconds=300.0),
     "triton_launches": Target("drtriton_lsp/engine/triton_launches.py", VERIFY_TESTS, seconds=300.0),
     "bench": Target(
-        "drtriton_lsp/engine/bench.py", ("tests/test_bench.py", "tests/engine/test_bench_timing.py"),
+        "drtriton_lsp/engine/bench.py", ("tests/test_bench.py", "tests/engine/test_bench_timing.py", "-m", "not slow"),
         note="run_benchmark and run_candidate_timing need CUDA: tests/engine/test_gpu.py covers them on the GPU machine",
     ),
     "dispatch": Target("drtriton_lsp/source/dispatch.py", ("tests/source/test_dispatch.py",)),
@@ -123,7 +124,7 @@ def scratch_copy(name: str) -> Path:
 
 
 def configuration(target: Target) -> str:
-    test_command = " ".join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *target.tests])
+    test_command = shlex.join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *target.tests])
     return "\n".join([
         "[cosmic-ray]",
         f"module-path = {json.dumps(target.path)}",
