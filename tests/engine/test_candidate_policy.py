@@ -103,6 +103,7 @@ def test_a_fallback_through_try_except_is_named_as_such():
         ("", "self.cache = out.shape"),
         ("", "n = x.stride(0) + x.select(0, 0).numel()"),
         ("", "props = triton.next_power_of_2(x.shape[-1])"),
+        ("def doubled__(v):\n    return v * 2.0\n", "out = doubled__(out)"),  # a name ending in __ is not special
     ],
 )
 def test_plain_kernel_code_passes(header, body):
@@ -121,6 +122,8 @@ def test_code_copied_verbatim_from_the_task_is_exempt_and_what_it_imports_stays_
 def test_a_candidate_without_kernel_or_model_new_is_named():
     assert policy_violation("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n").reason == "no_triton_kernel"
     assert policy_violation("import triton\n@triton.jit\ndef k():\n    pass\n").reason == "no_model_new"
+    assigned = "import triton\nSCALE = 2.0\nLOW, HIGH = 0, 1\n@triton.jit\ndef k():\n    pass\n"
+    assert policy_violation(assigned).reason == "no_model_new"  # assignments to other names define no ModelNew
     assert policy_violation("def broken(:\n").reason == "import_error"
 
 
@@ -129,6 +132,7 @@ def test_a_candidate_without_kernel_or_model_new_is_named():
     [
         ("    y = helper(tl.load(x_ptr + offsets))", "helper"),
         ("    y = torch.relu(tl.load(x_ptr + offsets))", "torch.relu"),
+        ("    y = tl.load(x_ptr + offsets).tolist()", "tl.load(x_ptr + offsets).tolist"),  # not a Triton tensor method
     ],
 )
 def test_a_kernel_calls_only_triton_and_other_kernels(line, called):
@@ -191,11 +195,12 @@ def test_a_task_statement_reused_inside_the_candidates_own_code_is_checked():
 UNALIASED_IMPORTS = """
 import torch.nn
 import triton.language
+from triton import language
 
 
 @triton.jit
 def scale(x_ptr, out_ptr, n, BLOCK: triton.language.constexpr):
-    offsets = triton.language.program_id(0) * BLOCK + triton.language.arange(0, BLOCK)
+    offsets = triton.language.program_id(0) * BLOCK + language.arange(0, BLOCK)
     mask = offsets < n
     triton.language.store(out_ptr + offsets, triton.language.load(x_ptr + offsets, mask=mask) * 2.0, mask=mask)
 
@@ -213,7 +218,7 @@ class ModelNew(torch.nn.Module):
 
 
 def test_import_a_dot_b_binds_a_and_a_method_named_like_a_kernel_is_plain_python():
-    # `import triton.language` binds `triton`, so triton.language.* in a kernel is Triton's
+    # `import triton.language` binds `triton` (and `from triton import language`, `language`), so both are Triton's
     assert policy_violation(UNALIASED_IMPORTS.format(body="")) is None
     # and `import torch.nn` binds `torch`: what torch offers stays checked
     violation = policy_violation(UNALIASED_IMPORTS.format(body="        out = torch.compile(lambda v: v)(out)"))
