@@ -185,6 +185,24 @@ def test_a_written_target_is_exempt_but_what_its_dispatch_decorator_carries_is_c
     assert violation is not None and "__import__" in violation.detail
 
 
+FUNCTION_TASK = """
+import torch
+
+
+def scaled_relu(x, scale=2.0):
+    return torch.relu(x) * scale
+"""
+
+
+def test_a_written_function_target_is_exempt_but_what_its_dispatch_decorator_carries_is_checked():
+    honest = "@drtriton_dispatch(scaled_relu_kernels, is_method=False)\n"
+    function = FUNCTION_TASK.split("\n\n\n")[1]
+    assert policy_violation(candidate(header=honest + function), FUNCTION_TASK) is None
+    smuggled = "@drtriton_dispatch(__import__('os')._exit(0), is_method=False)\n"
+    violation = policy_violation(candidate(header=smuggled + function), FUNCTION_TASK)
+    assert violation is not None and "__import__" in violation.detail
+
+
 def test_a_task_statement_reused_inside_the_candidates_own_code_is_checked():
     task = TASK + "\n\ndef helper(obj, name, value):\n    setattr(obj, name, value)\n"
     reused = candidate(body="setattr(obj, name, value)")
