@@ -61,6 +61,8 @@ class Target:
 
 
 FAST_JUDGE_TESTS = ("tests/engine/test_float64_arbiter.py", "tests/engine/test_tolerances.py")
+# the judge with the candidate's side in the test's process: the verifier's fixtures in about 35 s
+IN_PROCESS_JUDGE = "tests/engine/test_judge_in_process.py"
 VERIFY_TESTS = ("tests/engine/test_verify.py", "-k", "not hanging and not memory_hog and not reference_itself")
 
 TARGETS: dict[str, Target] = {
@@ -73,15 +75,18 @@ TARGETS: dict[str, Target] = {
     "candidate_policy": Target("drtriton_lsp/engine/candidate_policy.py", ("tests/engine/test_candidate_policy.py",),
                                note="the adversarial fixtures (tests/engine/test_adversarial.py) left out for time"),
     "judge": Target(
-        "drtriton_lsp/engine/judge.py", (*FAST_JUDGE_TESTS, *VERIFY_TESTS), seconds=300.0,
-        note="runs in the verify worker: each mutant costs a run of tests/engine/test_verify.py; sampled",
+        "drtriton_lsp/engine/judge.py", (*FAST_JUDGE_TESTS, IN_PROCESS_JUDGE), seconds=300.0,
+        note="the process boundary (CandidateProcess: crashes, hangs, forged messages) is left to test_verify.py and "
+             "test_adversarial.py, which start two interpreters per verification",
     ),
     "candidate_host": Target(
-        "drtriton_lsp/engine/candidate_host.py", VERIFY_TESTS, seconds=300.0,
-        note="runs in the candidate's process: each mutant costs a run of tests/engine/test_verify.py; sampled",
+        "drtriton_lsp/engine/candidate_host.py", (IN_PROCESS_JUDGE,), seconds=300.0,
+        note="serve() and main() (the pipe and the process) are left to test_verify.py and test_adversarial.py",
     ),
-    "verify": Target("drtriton_lsp/engine/verify.py", VERIFY_TESTS, seconds=300.0),
-    "triton_launches": Target("drtriton_lsp/engine/triton_launches.py", VERIFY_TESTS, seconds=300.0),
+    "verify": Target("drtriton_lsp/engine/verify.py", VERIFY_TESTS, seconds=300.0,
+                     note="each mutant starts verify workers: tests/engine/test_verify.py, about a minute"),
+    "triton_launches": Target("drtriton_lsp/engine/triton_launches.py", ("tests/engine/test_op_audit.py", IN_PROCESS_JUDGE),
+                              seconds=300.0),
     "bench": Target(
         "drtriton_lsp/engine/bench.py", ("tests/test_bench.py", "tests/engine/test_bench_timing.py", "-m", "not slow"),
         note="run_benchmark and run_candidate_timing need CUDA: tests/engine/test_gpu.py covers them on the GPU machine",
