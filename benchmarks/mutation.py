@@ -99,8 +99,10 @@ TARGETS: dict[str, Target] = {
     "writeback": Target("drtriton_lsp/source/writeback.py", ("tests/source/test_write_back.py", "-m", "not slow")),
     "files": Target("drtriton_lsp/source/files.py", ("tests/source/test_files.py",)),
     "apply_kernel": Target(
-        "drtriton_lsp/server/apply_kernel.py", ("tests/server/test_apply_refusals.py",), seconds=300.0,
-        note="each mutant starts the language server and a generate job",
+        "drtriton_lsp/server/apply_kernel.py", ("tests/server/test_apply_edits.py", "tests/server/test_apply_refusals.py"),
+        seconds=300.0,
+        note="the success path (an applied edit, the regression test) is left to test_generate_job.py and "
+             "test_apply_with_regression_test.py; each mutant here starts the language server and a generate job",
     ),
     "csp_dag": Target(
         "training/drtriton_training/csp_dag.py",
