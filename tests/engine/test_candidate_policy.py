@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from drtriton_lsp.engine.candidate_policy import policy_violation
+from drtriton_lsp.source.dispatch import render_dispatch_helper
 
 FRAME = """
 import torch
@@ -82,6 +83,8 @@ def candidate(header: str = "", body: str = "") -> str:
         ("", "C = type('C', (torch.Tensor,), {})", "creates a class with type"),
         ("class Lazy(torch.Tensor):\n    pass\n", "", "subclasses torch.Tensor"),
         ("def __getattr__(name):\n    return None\n", "", "defines the special method __getattr__"),
+        ("class Helper(getattr(torch, 'nn').Module):\n    pass\n", "", "uses getattr"),  # a base is code too
+        ("", "x2, torch.isclose = 1, None", "assigns to the attribute torch.isclose"),  # inside a tuple target
     ],
 )
 def test_each_way_out_is_forbidden(header, body, what):
@@ -104,6 +107,7 @@ def test_a_fallback_through_try_except_is_named_as_such():
         ("", "n = x.stride(0) + x.select(0, 0).numel()"),
         ("", "props = triton.next_power_of_2(x.shape[-1])"),
         ("def doubled__(v):\n    return v * 2.0\n", "out = doubled__(out)"),  # a name ending in __ is not special
+        ("", "self._shape = out.shape\nn = self._shape"),  # the module's own private state
     ],
 )
 def test_plain_kernel_code_passes(header, body):
@@ -125,6 +129,12 @@ def test_a_candidate_without_kernel_or_model_new_is_named():
     assigned = "import triton\nSCALE = 2.0\nLOW, HIGH = 0, 1\n@triton.jit\ndef k():\n    pass\n"
     assert policy_violation(assigned).reason == "no_model_new"  # assignments to other names define no ModelNew
     assert policy_violation("def broken(:\n").reason == "import_error"
+    assert policy_violation(candidate(), task_source="def broken(:\n") is None  # a task that does not parse exempts nothing
+
+
+def test_a_kernel_decorated_with_jit_imported_from_triton_is_a_kernel():
+    source = candidate(header="from triton import jit\n\n@jit\ndef twice(v):\n    return v * 2\n")
+    assert policy_violation(source.replace("@triton.jit\ndef kernel", "@jit\ndef kernel")) is None
 
 
 @pytest.mark.parametrize(
@@ -179,7 +189,9 @@ def test_a_written_target_is_exempt_but_what_its_dispatch_decorator_carries_is_c
     kernel = candidate().split("class ModelNew")[0]
     written = TASK.replace("    def forward", "    @drtriton_dispatch(forward_kernels)\n    def forward")
     alias = "\n\nModelNew = Model\n"
-    assert policy_violation(kernel + written + alias, TASK) is None
+    assert policy_violation(kernel + render_dispatch_helper() + written + alias, TASK) is None  # as write-back writes it
+    after = policy_violation(kernel + written + "\nimport os\n" + alias, TASK)
+    assert after is not None and "imports os" in after.detail  # what follows the written target is checked
     smuggled = TASK.replace("    def forward", "    @drtriton_dispatch(__import__('os')._exit(0))\n    def forward")
     violation = policy_violation(kernel + smuggled + alias, TASK)
     assert violation is not None and "__import__" in violation.detail
