@@ -72,8 +72,10 @@ TARGETS: dict[str, Target] = {
         "drtriton_lsp/engine/tolerances.py",
         ("tests/engine/test_tolerances.py", "tests/engine/test_float64_arbiter.py", "tests/engine/test_op_audit.py"),
     ),
-    "op_audit": Target("drtriton_lsp/engine/op_audit.py", ("tests/engine/test_op_audit.py",),
-                       note="worker-process tests (tests/engine/test_verify.py, test_adversarial.py) left out for time"),
+    "op_audit": Target(
+        "drtriton_lsp/engine/op_audit.py", ("tests/engine/test_op_audit.py",),
+        note="worker-process tests (tests/engine/test_verify.py, test_adversarial.py) left out for time",
+    ),
     "candidate_policy": Target("drtriton_lsp/engine/candidate_policy.py", ("tests/engine/test_candidate_policy.py",),
                                note="the adversarial fixtures (tests/engine/test_adversarial.py) left out for time"),
     "judge": Target(
@@ -87,8 +89,9 @@ TARGETS: dict[str, Target] = {
     ),
     "verify": Target("drtriton_lsp/engine/verify.py", VERIFY_TESTS, seconds=300.0,
                      note="each mutant starts verify workers: tests/engine/test_verify.py, about a minute"),
-    "triton_launches": Target("drtriton_lsp/engine/triton_launches.py", ("tests/engine/test_op_audit.py", IN_PROCESS_JUDGE),
-                              seconds=300.0),
+    "triton_launches": Target(
+        "drtriton_lsp/engine/triton_launches.py", ("tests/engine/test_op_audit.py", IN_PROCESS_JUDGE), seconds=300.0,
+    ),
     "bench": Target(
         "drtriton_lsp/engine/bench.py", ("tests/test_bench.py", "tests/engine/test_bench_timing.py", "-m", "not slow"),
         note="run_benchmark and run_candidate_timing need CUDA (left out: tests/engine/test_gpu.py covers them on the "
@@ -99,8 +102,8 @@ TARGETS: dict[str, Target] = {
     "writeback": Target("drtriton_lsp/source/writeback.py", ("tests/source/test_write_back.py", "-m", "not slow")),
     "files": Target("drtriton_lsp/source/files.py", ("tests/source/test_files.py",)),
     "apply_kernel": Target(
-        "drtriton_lsp/server/apply_kernel.py", ("tests/server/test_apply_edits.py", "tests/server/test_apply_refusals.py"),
-        seconds=300.0,
+        "drtriton_lsp/server/apply_kernel.py",
+        ("tests/server/test_apply_edits.py", "tests/server/test_apply_refusals.py"), seconds=300.0,
         note="the success path (an applied edit, the regression test) is left to test_generate_job.py and "
              "test_apply_with_regression_test.py; each mutant here starts the language server and a generate job",
     ),
@@ -113,7 +116,8 @@ TARGETS: dict[str, Target] = {
 
 
 def git_commit() -> str:
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    head = head.stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
                            text=True).stdout.strip()
     return head + ("+changes" if dirty else "")
@@ -177,7 +181,9 @@ def run_module(name: str, cosmic_ray: Path, minutes: float | None, sample: int |
     print(f"{name}: baseline ({' '.join(target.tests)})", flush=True)
     baseline = tool("cosmic-ray", "baseline", "mutation.toml", timeout=target.seconds * 2)
     if baseline.returncode != 0:
-        raise SystemExit(f"{name}: the tests fail without any mutation; fix them first\n{baseline.stdout}{baseline.stderr}")
+        raise SystemExit(
+            f"{name}: the tests fail without any mutation; fix them first\n{baseline.stdout}{baseline.stderr}"
+        )
     started = time.monotonic()
     finished = run_within(
         [str(tools / "cosmic-ray"), "exec", "mutation.toml", "session.sqlite"], scratch, environment, minutes
@@ -300,7 +306,7 @@ def summarise(name: str, target: Target, dump: str, finished: bool, seconds: flo
             survivors.append({
                 "line": mutation["start_pos"][0],
                 "operator": mutation["operator_name"].removeprefix("core/"),
-                "diff": "\n".join(l for l in (result.get("diff") or "").splitlines() if l[:1] in "+-" and l[:3] not in ("+++", "---")),
+                "diff": _changed_lines(result.get("diff") or ""),
             })
         else:
             incompetent += 1
@@ -311,6 +317,11 @@ def summarise(name: str, target: Target, dump: str, finished: bool, seconds: flo
         "incompetent": incompetent, "not_run": not_run, "finished": finished, "sample": sample,
         "minutes": round(seconds / 60, 1),
     }
+
+
+def _changed_lines(diff: str) -> str:
+    """A unified diff's removed and added lines (its file header left out): the mutant's key."""
+    return "\n".join(line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---"))
 
 
 def write_summary() -> None:
@@ -325,7 +336,8 @@ def write_summary() -> None:
         "# Mutation testing",
         "",
         f"- date: {max((r['date'] for r in records), default='-')}; commit: "
-        f"{', '.join(sorted({r['commit'] for r in records})) or '-'}; tool: {TOOL} (operators: see benchmarks/mutation.py)",
+        f"{', '.join(sorted({r['commit'] for r in records})) or '-'}; "
+        f"tool: {TOOL} (operators: see benchmarks/mutation.py)",
         f"- command: `make mutation` (all modules) or `make mutation MODULE=NAME`",
         f"- mutants run: {total}, killed: {killed} ({100 * killed / total:.1f} %), killed or explained as equivalent: "
         f"{killed + equivalents} ({100 * (killed + equivalents) / total:.1f} %)" if total else "- no module run yet",
@@ -339,7 +351,8 @@ def write_summary() -> None:
         share += f" | {len(equivalent)} | " + (
             f"{100 * (r['killed'] + len(equivalent)) / r['mutants']:.1f}" if r["mutants"] else "-")
         run = "all" if r["finished"] and not r["sample"] else (
-            f"sample of {r['sample']}" if r["sample"] else f"{r['mutants']} of {r['mutants'] + r['not_run']} (time limit)")
+            f"sample of {r['sample']}" if r["sample"]
+            else f"{r['mutants']} of {r['mutants'] + r['not_run']} (time limit)")
         if r.get("rechecked"):
             run += f"; then {r['rechecked']}"
         lines.append(f"| {r['path']} | {r['mutants']} | {r['killed']} | {len(r['survivors'])} | {share} | "

@@ -131,8 +131,8 @@ print(json.dumps([[program.kernel_block, program.schedule] for program in progra
 
 def decoded_elsewhere(graph, scripts: list[str], hash_seed: int) -> list[list[str]]:
     finished = subprocess.run(
-        [sys.executable, "-c", DECODE], input=json.dumps([graph.to_json(), scripts]), capture_output=True, text=True,
-        env={**os.environ, "PYTHONHASHSEED": str(hash_seed)}, timeout=120,
+        [sys.executable, "-c", DECODE], input=json.dumps([graph.to_json(), scripts]),
+        capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": str(hash_seed)}, timeout=120,
     )
     assert finished.returncode == 0, finished.stderr
     return json.loads(finished.stdout)

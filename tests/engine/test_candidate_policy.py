@@ -129,7 +129,8 @@ def test_a_candidate_without_kernel_or_model_new_is_named():
     assigned = "import triton\nSCALE = 2.0\nLOW, HIGH = 0, 1\n@triton.jit\ndef k():\n    pass\n"
     assert policy_violation(assigned).reason == "no_model_new"  # assignments to other names define no ModelNew
     assert policy_violation("def broken(:\n").reason == "import_error"
-    assert policy_violation(candidate(), task_source="def broken(:\n") is None  # a task that does not parse exempts nothing
+    # a task that does not parse exempts nothing, and the candidate is judged on its own
+    assert policy_violation(candidate(), task_source="def broken(:\n") is None
 
 
 def test_a_kernel_decorated_with_jit_imported_from_triton_is_a_kernel():
@@ -142,7 +143,8 @@ def test_a_kernel_decorated_with_jit_imported_from_triton_is_a_kernel():
     [
         ("    y = helper(tl.load(x_ptr + offsets))", "helper"),
         ("    y = torch.relu(tl.load(x_ptr + offsets))", "torch.relu"),
-        ("    y = tl.load(x_ptr + offsets).tolist()", "tl.load(x_ptr + offsets).tolist"),  # not a Triton tensor method
+        # not a Triton tensor method
+        ("    y = tl.load(x_ptr + offsets).tolist()", "tl.load(x_ptr + offsets).tolist"),
     ],
 )
 def test_a_kernel_calls_only_triton_and_other_kernels(line, called):
@@ -189,7 +191,8 @@ def test_a_written_target_is_exempt_but_what_its_dispatch_decorator_carries_is_c
     kernel = candidate().split("class ModelNew")[0]
     written = TASK.replace("    def forward", "    @drtriton_dispatch(forward_kernels)\n    def forward")
     alias = "\n\nModelNew = Model\n"
-    assert policy_violation(kernel + render_dispatch_helper() + written + alias, TASK) is None  # as write-back writes it
+    as_written = kernel + render_dispatch_helper() + written + alias  # the helper as write-back writes it
+    assert policy_violation(as_written, TASK) is None
     after = policy_violation(kernel + written + "\nimport os\n" + alias, TASK)
     assert after is not None and "imports os" in after.detail  # what follows the written target is checked
     smuggled = TASK.replace("    def forward", "    @drtriton_dispatch(__import__('os')._exit(0))\n    def forward")

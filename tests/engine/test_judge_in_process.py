@@ -88,7 +88,8 @@ def test_a_correct_candidate_passes_every_check_with_an_honest_record(verify):
     )
     assert result["passed"] == result["trials"] == 7
     assert result["tolerance"] == {"float32": {"atol": 1e-4, "rtol": 1e-4}}
-    assert result["kept_ops"] == [] and result["replaced_ops"] == ["aten.add.Tensor", "aten.mul.Tensor", "aten.relu.default"]
+    assert result["kept_ops"] == []
+    assert result["replaced_ops"] == ["aten.add.Tensor", "aten.mul.Tensor", "aten.relu.default"]
     checks = result["checks"]
     assert checks["kernels_have_effect"] is True and checks["triton_launches"] == 7
     assert checks["kernels_launched"] == {"scale_bias_relu_kernel": 7}

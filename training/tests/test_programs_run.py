@@ -74,8 +74,10 @@ def _listed(result) -> list:
 def _output_shapes(graph) -> list[tuple]:
     """The shape of each output of the captured graph, from the specs of the nodes (or inputs) it returns; a size
     export left free reads as the value it had in the example inputs."""
-    specs = {node.name: node.spec for node in graph.nodes} | {graph_input.name: graph_input.spec for graph_input in graph.inputs}
-    return [tuple(graph.symbol_hints.get(size, size) for size in specs[output["ref"]].shape) for output in graph.outputs]
+    specs = {node.name: node.spec for node in graph.nodes}
+    specs |= {graph_input.name: graph_input.spec for graph_input in graph.inputs}
+    hints = graph.symbol_hints
+    return [tuple(hints.get(size, size) for size in specs[output["ref"]].shape) for output in graph.outputs]
 
 
 def _import(path, source: str):
