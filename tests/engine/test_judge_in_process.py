@@ -156,3 +156,10 @@ def test_cheats_that_run_safely_in_this_process_are_rejected_for_what_they_do(ho
     result = judge.Judge(params, progress=lambda message: None).run()
     assert result["reason"] in reasons, result["detail"]
     assert result["verified"] is (reasons == {None})
+
+
+@pytest.mark.parametrize(("dtype", "label"), [("float16", "float16"), ("bfloat16", "bfloat16 (interpreter)")])
+def test_a_half_precision_result_three_tolerances_off_is_rejected(verify, dtype, label):
+    result = verify("off_by_three_tolerances", task=f"task_scale_{dtype}")
+    assert (result["verified"], result["reason"]) == (False, "wrong_result")
+    assert f"output 0 ({label}): " in result["detail"] and "against float64" in result["detail"]
