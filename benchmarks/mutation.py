@@ -9,6 +9,7 @@ and, aggregated, to benchmarks/results/mutation.md. Run: `make mutation [MODULE=
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
 import json
 import os
@@ -53,6 +54,8 @@ class Target:
     note: what these tests leave to other tests (a GPU-only path, worker-process tests left out for time).
     seconds: cosmic-ray's per-mutant limit (a mutant that hangs the tests counts as killed).
     left_out: functions not mutated here (the note says which tests cover them instead).
+    embedded: the name of a string constant in `path` holding code that runs elsewhere (the dispatch helper each
+      written block carries): that code is mutated, and put back into the constant before each test run.
     """
 
     path: str
@@ -60,6 +63,7 @@ class Target:
     note: str = ""
     seconds: float = 120.0
     left_out: tuple[str, ...] = ()
+    embedded: str | None = None
 
 
 FAST_JUDGE_TESTS = ("tests/engine/test_float64_arbiter.py", "tests/engine/test_tolerances.py")
@@ -98,7 +102,15 @@ TARGETS: dict[str, Target] = {
              "GPU machine); the timing loops run here on a simulated device",
         left_out=("run_benchmark", "run_candidate_timing"),
     ),
-    "dispatch": Target("drtriton_lsp/source/dispatch.py", ("tests/source/test_dispatch.py",)),
+    "dispatch": Target(
+        "drtriton_lsp/source/dispatch.py", ("tests/source/test_dispatch.py", "tests/source/test_write_back.py", "-m",
+                                            "not slow"),
+        note="the table's rendering and the policy's helper check; the helper itself is dispatch_helper",
+    ),
+    "dispatch_helper": Target(
+        "drtriton_lsp/source/dispatch.py", ("tests/source/test_dispatch.py",), embedded="DISPATCH_HELPER",
+        note="the guards every written block runs at each call (DISPATCH_HELPER, a text in dispatch.py)",
+    ),
     "writeback": Target("drtriton_lsp/source/writeback.py", ("tests/source/test_write_back.py", "-m", "not slow")),
     "files": Target("drtriton_lsp/source/files.py", ("tests/source/test_files.py",)),
     "apply_kernel": Target(
@@ -138,11 +150,19 @@ def scratch_copy(name: str) -> Path:
     return destination
 
 
+EMBEDDED_FILE = "mutation_embedded.py"
+
+
 def configuration(target: Target) -> str:
-    test_command = shlex.join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *target.tests])
+    pytest = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *target.tests]
+    module_path = target.path
+    if target.embedded:  # mutate the code in a file of its own; `embed` puts it back before pytest runs
+        pytest = ["benchmarks/mutation.py", "embed", target.path, target.embedded, EMBEDDED_FILE, *pytest]
+        module_path = EMBEDDED_FILE
+    test_command = shlex.join([sys.executable, *pytest])
     return "\n".join([
         "[cosmic-ray]",
-        f"module-path = {json.dumps(target.path)}",
+        f"module-path = {json.dumps(module_path)}",
         f"timeout = {target.seconds}",
         "excluded-modules = []",
         f"test-command = {json.dumps(test_command)}",
@@ -163,6 +183,8 @@ def run_module(name: str, cosmic_ray: Path, minutes: float | None, sample: int |
     previous = json.loads((RESULTS / f"{name}.json").read_text()) if recheck else None
     scratch = scratch_copy(name)
     (scratch / "mutation.toml").write_text(configuration(target))
+    if target.embedded:
+        (scratch / EMBEDDED_FILE).write_text(_embedded_code(scratch / target.path, target.embedded))
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(scratch), str(scratch / "training")])}
     tools = cosmic_ray.parent
 
@@ -196,6 +218,27 @@ def run_module(name: str, cosmic_ray: Path, minutes: float | None, sample: int |
     (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
     print(f"{name}: {record['killed']}/{record['mutants']} killed, {len(record['survivors'])} survived"
           + ("" if finished else f", {record['not_run']} not run (time limit)"), flush=True)
+
+
+def _constant_node(tree: ast.Module, name: str) -> ast.Assign:
+    return next(node for node in tree.body if isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets))
+
+
+def _embedded_code(path: Path, name: str) -> str:
+    return ast.literal_eval(_constant_node(ast.parse(path.read_text()), name).value)
+
+
+def embed_and_run(path: Path, name: str, code_file: Path, pytest_arguments: list[str]) -> None:
+    """Write `code_file`'s (mutated) text into the string constant `name` of `path`, then run pytest in this
+    process's place (so its exit status is the test's)."""
+    source = path.read_text()
+    value = _constant_node(ast.parse(source), name).value
+    lines = source.splitlines(keepends=True)
+    start = sum(len(line) for line in lines[: value.lineno - 1]) + value.col_offset
+    end = sum(len(line) for line in lines[: value.end_lineno - 1]) + value.end_col_offset
+    path.write_text(source[:start] + repr(code_file.read_text()) + source[end:])
+    os.execv(sys.executable, [sys.executable, *pytest_arguments])
 
 
 def run_within(command: list[str], cwd: Path, environment: dict[str, str], minutes: float | None) -> bool:
@@ -311,7 +354,8 @@ def summarise(name: str, target: Target, dump: str, finished: bool, seconds: flo
         else:
             incompetent += 1
     return {
-        "module": name, "path": target.path, "tests": list(target.tests), "note": target.note,
+        "module": name, "path": target.path + (f" ({target.embedded})" if target.embedded else ""),
+        "tests": list(target.tests), "note": target.note,
         "tool": TOOL, "commit": git_commit(), "date": datetime.date.today().isoformat(),
         "mutants": killed + len(survivors), "killed": killed, "survivors": sorted(survivors, key=lambda s: s["line"]),
         "incompetent": incompetent, "not_run": not_run, "finished": finished, "sample": sample,
@@ -400,7 +444,14 @@ def main() -> None:
     run.add_argument("--sample", type=int, help="run a fixed random sample of this many mutants per module")
     run.add_argument("--recheck", action="store_true", help="run the last record's survivors again (after new tests)")
     commands.add_parser("report", help="write benchmarks/results/mutation.md from the module records")
+    embed = commands.add_parser("embed", help="(the test command of an embedded target) put code back, run pytest")
+    embed.add_argument("path", type=Path)
+    embed.add_argument("constant")
+    embed.add_argument("code_file", type=Path)
+    embed.add_argument("pytest_arguments", nargs=argparse.REMAINDER)
     args = parser.parse_args()
+    if args.command == "embed":
+        embed_and_run(args.path, args.constant, args.code_file, args.pytest_arguments)
     if args.command == "run":
         unknown = sorted(set(args.modules) - set(TARGETS))
         if unknown:
