@@ -96,6 +96,10 @@ def test_a_correct_candidate_passes_every_check_with_an_honest_record(verify):
     assert checks["state_across_calls"].startswith("checked") and checks["strided_inputs"].startswith("tried")
     assert checks["odd_shapes"] == "tried" and checks["full_size"].startswith("the primary trials ran")
     assert checks["weights"] == "copied from the reference"
+    assert checks["other_instances_and_calls"] == [
+        "call keyword arguments: matched",
+        "instance other int constructor values (64->65): skipped, the reference rejects it (ReferenceFailed)",
+    ]
     assert result["max_abs_err"] <= 1e-6
 
 

@@ -68,3 +68,4 @@ def test_integer_and_boolean_results_must_be_exact(dtype):
     with pytest.raises(Rejected) as raised:
         judged(want, got)
     assert "1 of 16 elements outside atol=0, rtol=0" in raised.value.detail
+    assert judged(want, want.clone()).max_abs_err == 0.0  # an exact match reports no error
