@@ -167,3 +167,17 @@ def test_a_half_precision_result_three_tolerances_off_is_rejected(verify, dtype,
     result = verify("off_by_three_tolerances", task=f"task_scale_{dtype}")
     assert (result["verified"], result["reason"]) == (False, "wrong_result")
     assert f"output 0 ({label}): " in result["detail"] and "against float64" in result["detail"]
+
+
+def test_a_task_whose_own_model_raises_is_reported_as_such_not_blamed_on_the_candidate(verify):
+    result = verify("good", task="task_raises")
+    assert (result["verified"], result["reason"]) == (False, "reference_failed")
+    assert "ValueError: this task's forward always fails" in result["detail"]
+
+
+def test_scalar_arguments_are_tried_by_keyword_left_out_and_changed(verify):
+    result = verify("scaled_call", task="task_scaled_call")
+    assert result["verified"], result["detail"]
+    assert result["checks"]["other_instances_and_calls"] == [
+        "call keyword arguments: matched", "call defaults for scale: matched", "call scale=2.5: matched",
+    ]
