@@ -67,7 +67,8 @@ class Target:
 
 
 FAST_JUDGE_TESTS = (
-    "tests/engine/test_float64_arbiter.py", "tests/engine/test_tolerances.py", "tests/engine/test_candidate_process.py"
+    "tests/engine/test_float64_arbiter.py", "tests/engine/test_tolerances.py", "tests/engine/test_judge_helpers.py",
+    "tests/engine/test_candidate_process.py",
 )
 # the judge with the candidate's side in the test's process: the verifier's fixtures in about 35 s
 IN_PROCESS_JUDGE = "tests/engine/test_judge_in_process.py"
