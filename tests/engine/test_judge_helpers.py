@@ -55,6 +55,12 @@ def test_every_input_of_more_than_one_element_gets_another_layout_with_the_same_
     assert torch.equal(laid_out, value)
 
 
+@pytest.mark.parametrize("shape", [(2, 3), (4, 2, 3)])
+def test_a_matrix_input_is_given_with_its_last_two_dims_transposed_in_memory(shape):
+    laid_out = _non_contiguous(torch.zeros(shape))
+    assert laid_out.stride()[-2] == 1 and laid_out.stride()[-1] == shape[-2]  # column-major: row-major indexing fails
+
+
 def test_a_single_value_keeps_its_layout():
     assert _non_contiguous(torch.tensor(3.0)).is_contiguous() and _non_contiguous(torch.ones(1)).is_contiguous()
 
