@@ -386,10 +386,11 @@ def write_summary() -> None:
         f"{', '.join(sorted({r['commit'] for r in records})) or '-'}; "
         f"tool: {TOOL} (operators: see benchmarks/mutation.py)",
         f"- command: `make mutation` (all modules) or `make mutation MODULE=NAME`",
-        f"- mutants run: {total}, killed: {killed} ({100 * killed / total:.1f} %), killed or explained as equivalent: "
+        f"- mutants run: {total}, killed: {killed} ({100 * killed / total:.1f} %), killed or explained: "
         f"{killed + equivalents} ({100 * (killed + equivalents) / total:.1f} %)" if total else "- no module run yet",
+        "- explained: an equivalent mutant (no behaviour changes), or one only a GPU run can observe (said so)",
         "",
-        "| module | mutants | killed | survived | killed % | equivalent | killed or equivalent % | run | tests |",
+        "| module | mutants | killed | survived | killed % | explained | killed or explained % | run | tests |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
