@@ -181,3 +181,39 @@ def test_scalar_arguments_are_tried_by_keyword_left_out_and_changed(verify):
     assert result["checks"]["other_instances_and_calls"] == [
         "call keyword arguments: matched", "call defaults for scale: matched", "call scale=2.5: matched",
     ]
+
+
+def test_the_candidates_process_answers_each_request_by_id_with_a_result_or_the_candidates_error(tmp_path, monkeypatch):
+    import io
+    import json
+
+    from drtriton_lsp.engine.candidate_host import serve
+
+    monkeypatch.setattr(JITFunction, "run", JITFunction.run)  # put back after the test: serve's Host patches them
+    monkeypatch.setattr(JITFunction, "_do_compile", getattr(JITFunction, "_do_compile", None), raising=False)
+    if InterpretedFunction is not None:
+        monkeypatch.setattr(InterpretedFunction, "run", InterpretedFunction.run)
+    torch.save([], tmp_path / "init.pt")
+    torch.save({}, tmp_path / "state.pt")
+    (tmp_path / "broken.py").write_text("def broken(:\n")
+    (tmp_path / "refuses.py").write_text("class ModelNew:\n    def __init__(self):\n        raise RuntimeError('no')\n")
+    (tmp_path / "plain.py").write_text("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n")
+    load = {"op": "load", "init": "init.pt", "state": "state.pt", "init_seed": 1, "device": "cpu"}
+    requests = [
+        {"id": 1, **load, "source": "broken.py"},
+        {"id": 2, **load, "source": "refuses.py"},
+        {"id": 3, **load, "source": "plain.py"},
+        {"id": 4, "op": "call", "instance": "other", "inputs": "inputs.pt", "outputs": "outputs.pt"},
+        {"op": "exit"},
+        {"id": 5, **load, "source": "plain.py"},  # after exit: never read
+    ]
+    monkeypatch.setattr("sys.stdin", io.StringIO("".join(json.dumps(r) + "\n" for r in requests)))
+    said = io.StringIO()
+    serve(tmp_path, said)
+    messages = [json.loads(line) for line in said.getvalue().splitlines()]
+    assert messages[0] == {"event": "ready"}
+    assert [m.get("id") for m in messages[1:]] == [1, 2, 3, 4]
+    assert messages[1]["error"]["kind"] == "import_error" and "SyntaxError" in messages[1]["error"]["message"]
+    assert messages[2]["error"] == {"kind": "runtime_error", "message": "ModelNew(*init) raised RuntimeError: no"}
+    assert messages[3] == {"id": 3, "result": {"weights": "copied from the reference"}}
+    assert messages[4]["error"]["kind"] == "runtime_error" and "KeyError" in messages[4]["error"]["message"]
