@@ -71,7 +71,8 @@ def test_compiling_time_is_not_counted_against_the_call():
         ("say('verified: True')", "a message that is not JSON: 'verified: True"),
         ("say('[1, 2]')", "a message that is not an object"),
         ("say(json.dumps({'id': request['id'], 'result': [1]}))", "a result that is not an object"),
-        ("say(json.dumps({'id': request['id'], 'error': {'kind': 'verified'}}))", "an error of unknown kind 'verified'"),
+        ("say(json.dumps({'id': request['id'], 'error': {'kind': 'verified'}}))",
+         "an error of unknown kind 'verified'"),
         ("say('{\"pad\": \"' + 'x' * (1 << 20) + '\"}')", "an oversized message"),
         ("say('{\"event\": \"compiling\"}'); say('{\"event\": \"done\"}')", "did not report a compile's end"),
     ],
@@ -82,7 +83,8 @@ def test_anything_but_a_well_formed_answer_is_a_protocol_violation(answer, detai
 
 
 def test_an_error_of_a_kind_the_host_sends_is_the_candidates_with_what_it_was_doing():
-    rejected = rejection("say(json.dumps({'id': request['id'], 'error': {'kind': 'runtime_error', 'message': 'boom'}}))")
+    error = "{'kind': 'runtime_error', 'message': 'boom'}"
+    rejected = rejection(f"say(json.dumps({{'id': request['id'], 'error': {error}}}))")
     assert (rejected.reason, rejected.detail) == ("runtime_error", "primary trial: boom")
 
 

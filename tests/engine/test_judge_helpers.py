@@ -11,8 +11,8 @@ import torch
 from drtriton_lsp.engine.judge import Rejected, Tally, _checked_call_answer, _compare, _non_contiguous
 
 ANSWER = {
-    "outputs": [{"kind": "tensor"}], "launches": 2, "kernels": {"k": 2}, "torch_ops": {}, "outputs_hold_triton_values": [True],
-    "broken_guards": [], "modified_inputs": [], "seconds": 0.5,
+    "outputs": [{"kind": "tensor"}], "launches": 2, "kernels": {"k": 2}, "torch_ops": {},
+    "outputs_hold_triton_values": [True], "broken_guards": [], "modified_inputs": [], "seconds": 0.5,
 }
 
 
@@ -44,7 +44,8 @@ def test_an_answer_with_a_field_of_the_wrong_type_is_a_protocol_violation(change
 def test_an_output_that_is_not_a_plain_tensor_is_a_wrong_result():
     with pytest.raises(Rejected) as raised:
         _checked_call_answer({**ANSWER, "outputs": [{"kind": "unsupported", "type": "LazyTensor"}]})
-    assert (raised.value.reason, raised.value.detail) == ("wrong_result", "the forward returned LazyTensor, not a plain tensor")
+    expected = ("wrong_result", "the forward returned LazyTensor, not a plain tensor")
+    assert (raised.value.reason, raised.value.detail) == expected
 
 
 @pytest.mark.parametrize("shape", [(2,), (5,), (3, 1), (1, 4), (2, 3), (2, 3, 4)])

@@ -217,3 +217,5 @@ def test_the_candidates_process_answers_each_request_by_id_with_a_result_or_the_
     assert messages[2]["error"] == {"kind": "runtime_error", "message": "ModelNew(*init) raised RuntimeError: no"}
     assert messages[3] == {"id": 3, "result": {"weights": "copied from the reference"}}
     assert messages[4]["error"]["kind"] == "runtime_error" and "KeyError" in messages[4]["error"]["message"]
+    # the traceback's end, where it failed
+    assert messages[4]["error"]["traceback"].rstrip().endswith("KeyError: 'other'")
