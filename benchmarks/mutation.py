@@ -91,8 +91,8 @@ TARGETS: dict[str, Target] = {
              "test_adversarial.py, which start two interpreters per verification",
     ),
     "candidate_host": Target(
-        "drtriton_lsp/engine/candidate_host.py", (IN_PROCESS_JUDGE,), seconds=300.0,
-        note="serve() and main() (the pipe and the process) are left to test_verify.py and test_adversarial.py",
+        "drtriton_lsp/engine/candidate_host.py", ("tests/engine/test_candidate_host.py", IN_PROCESS_JUDGE), seconds=300.0,
+        note="the process boundary is also exercised by test_verify.py and test_adversarial.py (left out for time)",
     ),
     "verify": Target("drtriton_lsp/engine/verify.py", VERIFY_TESTS, seconds=300.0,
                      note="each mutant starts verify workers: tests/engine/test_verify.py, about a minute"),
