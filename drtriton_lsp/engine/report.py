@@ -75,6 +75,7 @@ def correctness_of(verdict: Verdict, previous_run: dict[str, Any] | None = None)
         "detail": verdict.detail,
         "checks": verdict.checks,
         "seed": verdict.seed,
+        "seconds": verdict.seconds,
         "previous_run": previous_run,
     }
 
@@ -170,6 +171,8 @@ def to_markdown(report: dict[str, Any]) -> str:
             for name, value in correctness["checks"].items()
             if name not in ("kernels_launched", "aten_audit")
         ]
+        if correctness.get("seconds"):
+            rows.append(("verification time", _phase_seconds(correctness["seconds"])))
         if correctness.get("previous_run"):
             rows.append(("re-verified", _re_verified(correctness)))
     timing = report.get("timing")
@@ -222,6 +225,12 @@ def latency_text(latency: dict[str, Any]) -> str:
         f"eager {_number(latency['eager_ms'], ' ms')}{compile_part}, Triton {_number(latency['triton_ms'], ' ms')} "
         f"({latency['speedup_vs_eager']:.2f}x vs eager{versus_compile})"
     )
+
+
+def _phase_seconds(seconds: dict[str, float]) -> str:
+    """`2.41 s: candidate load 0.90 s, primary trials 0.62 s, ...`: the judge's wall time by phase."""
+    phases = ", ".join(f"{phase} {value:.2f} s" for phase, value in seconds.items())
+    return f"{sum(seconds.values()):.2f} s: {phases}"
 
 
 def _re_verified(correctness: dict[str, Any]) -> str:

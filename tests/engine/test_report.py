@@ -5,6 +5,7 @@ verified winner (faster than eager, or untimed) is worth writing back.
 from __future__ import annotations
 
 from drtriton_lsp.engine.report import build_report, latency_text, one_line, to_markdown, worth_writing_back
+from drtriton_lsp.engine.verify import Verdict
 
 
 def report(status: str = "verified", speedup: float | None = None) -> dict:
@@ -68,3 +69,13 @@ def test_the_markdown_report_shows_max_autotune_beside_torch_compile_when_it_was
     assert "| speedup vs torch.compile (max-autotune) | 1.60x |" in markdown
     untuned = {**timing, "compile_max_autotune_ms": None, "speedup_vs_compile_max_autotune": None}
     assert "max-autotune" not in to_markdown({**built, "timing": untuned})
+
+
+def test_the_markdown_report_says_where_the_verification_time_went():
+    verdict = Verdict(True, None, "", trials=6, passed=6, seconds={"candidate load": 0.9, "primary trials": 0.62})
+    built = build_report(
+        file="model.py", target="Block", status="verified", device={"kind": "cpu", "name": "CPU"}, verdict=verdict,
+        timing=None, timing_note="no GPU", search={}, kernel_source=None, schedule=None, replaced_ops=[], kept_ops=[],
+    )
+    assert built["correctness"]["seconds"] == {"candidate load": 0.9, "primary trials": 0.62}
+    assert "| verification time | 1.52 s: candidate load 0.90 s, primary trials 0.62 s |" in to_markdown(built)
