@@ -11,6 +11,7 @@ from typing import Any, Callable, Coroutine
 from urllib.parse import unquote
 
 from lsprotocol import types
+from pygls.exceptions import FeatureRequestError
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
@@ -20,6 +21,7 @@ from drtriton_lsp.engine.report import one_line
 from drtriton_lsp.server.analysis import DocumentAnalysis, DocumentTooLarge
 from drtriton_lsp.server.background_analysis import BackgroundAnalysis
 from drtriton_lsp.server.jobs import JobManager
+from drtriton_lsp.server.malformed_messages import AnsweringProtocol, log_out_of_band_error
 from drtriton_lsp.server.results import ResultStore
 from drtriton_lsp.server.settings import Settings
 from drtriton_lsp.source.targets import SourceSpan
@@ -33,7 +35,12 @@ class DrtritonLanguageServer(LanguageServer):
     job threads reach it through `call_from_thread`."""
 
     def __init__(self) -> None:
-        super().__init__("drtriton-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "drtriton-lsp",
+            __version__,
+            protocol_cls=AnsweringProtocol,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+        )
         self.settings = Settings()
         self.initialization_options: Any = None
         self.reported_setting_problems: set[str] = set()
@@ -103,6 +110,11 @@ class DrtritonLanguageServer(LanguageServer):
         self._background_tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.error("background work failed", exc_info=task.exception())
+
+    def report_server_error(self, error: Exception, source) -> None:
+        """pygls's hook for errors: a request's error is already in its answer; any other goes to the log."""
+        if source is not FeatureRequestError:
+            log_out_of_band_error(self, error)
 
     def tell(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         """A `window/showMessage` notification: a toast in VS Code, the message area in Neovim."""
