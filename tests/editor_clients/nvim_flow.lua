@@ -149,8 +149,11 @@ local function flow()
   end)
   results.report_name = vim.fn.expand('%:t')
   results.report_first_line = vim.api.nvim_buf_get_lines(0, 0, 1, false)[1]
-  say(('report opened: %s, "%s"'):format(results.report_name, results.report_first_line))
-  vim.cmd.buffer(bufnr)
+  results.windows_with_report = #vim.api.nvim_tabpage_list_wins(0)
+  results.code_still_shown = vim.fn.bufwinid(bufnr) ~= -1
+  say(('report opened: %s, "%s", beside the code: %s'):format(
+    results.report_name, results.report_first_line, tostring(results.code_still_shown)))
+  vim.cmd.close()  -- the report's split; back in the code's window
 
   vim.api.nvim_win_set_cursor(0, { target_line, 0 })
   say(':DrtritonVerify')

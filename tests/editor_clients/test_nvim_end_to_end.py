@@ -126,8 +126,9 @@ def test_verify_checks_the_kernel_again_and_updates_the_lens(flow):
 
 def test_show_report_opens_the_markdown_report(flow):
     seen, _, _ = flow
-    assert seen["report_name"] == f"{TARGET}.md"
+    assert seen["report_name"] == f"{EXAMPLE.stem}.{TARGET}.md"
     assert seen["report_first_line"] == f"## drtriton report: `{TARGET}`"
+    assert seen["windows_with_report"] == 2 and seen["code_still_shown"]  # opened beside the code
 
 
 def test_debug_information_shows_versions_and_settings(flow):

@@ -3,6 +3,8 @@ per target."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from lsp_helpers import (
     change_file,
@@ -57,6 +59,10 @@ async def test_generate_verifies_and_apply_writes_one_versioned_edit(client, exa
     assert hover.contents.value.startswith("## drtriton report: `ScaledActivation`")
     report = await execute(client, "drtriton.showReport", target)
     assert "| trials passed |" in report["markdown"] and "| status | verified |" in report["markdown"]
+    assert re.search(r"\| trials passed \| (\d+)/\1 \(\d+ primary, 1 strided, ", report["markdown"])
+    assert "| True |" not in report["markdown"] and "| check: inputs_unchanged | passed: " in report["markdown"]
+    assert report["uri"].endswith(f"/{path.stem}.ScaledActivation.md")
+    assert "![time per call" not in report["markdown"]  # nothing was timed on the CPU
     if client.editor == "visual-studio-code":
         assert [shown.uri for shown in client.shown_documents] == [report["uri"]]
 

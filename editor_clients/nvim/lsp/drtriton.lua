@@ -26,5 +26,9 @@ return {
     ['window/showMessage'] = function(_, params)
       require('drtriton').show_message(params)
     end,
+    -- A report opens in a split beside the code instead of replacing it; other documents as Neovim opens them.
+    ['window/showDocument'] = function(err, params, context)
+      return require('drtriton').show_document(err, params, context)
+    end,
   },
 }

@@ -171,6 +171,23 @@ function M.show_message(params)
   vim.notify(params.message, message_levels[params.type] or vim.log.levels.INFO)
 end
 
+--- `window/showDocument`: drtriton's Markdown report (a `.md` file in a `drtriton-reports-*` folder) in a vertical
+--- split beside the code, reusing a window that already shows it; anything else goes to Neovim's own handler.
+function M.show_document(err, params, context)
+  local path = vim.uri_to_fname(params.uri)
+  if not (path:match('/drtriton%-reports%-[^/]+/') and path:match('%.md$')) then
+    return vim.lsp.handlers['window/showDocument'](err, params, context)
+  end
+  local shown = vim.fn.bufwinid(vim.fn.bufnr(path))
+  if shown ~= -1 then
+    vim.api.nvim_set_current_win(shown)
+    vim.cmd.edit()  -- the file was written again: reload it
+  else
+    vim.cmd.vsplit({ args = { vim.fn.fnameescape(path) }, mods = { split = 'belowright' } })
+  end
+  return { success = true }
+end
+
 function M.refresh_code_lenses(client_id)
   for _, bufnr in ipairs(vim.lsp.get_buffers_by_client_id(client_id)) do
     vim.lsp.codelens.refresh({ bufnr = bufnr })
