@@ -72,7 +72,7 @@ class DrtritonLanguageServer(LanguageServer):
                 return None
 
     async def result_view_snapshot(self, uri: str) -> tuple[TextDocument, DocumentAnalysis] | None:
-        """`snapshot_of`, for the views that show results (lenses, inlay hints): when the analysis was carried over
+        """`snapshot_of`, for the views that show results (lenses): when the analysis was carried over
         to newer text, the views are refreshed once the new text is analyzed (see document_analyzed)."""
         found = await self.snapshot_of(uri)
         if found is not None and found[1].carried_over_from is not None:
@@ -186,11 +186,9 @@ class DrtritonLanguageServer(LanguageServer):
         return types.WorkspaceEdit(changes={document.uri: edits})
 
     def refresh_result_views(self) -> None:
-        """Ask the editor to request lenses and inlay hints again (where it supports their refresh requests)."""
+        """Ask the editor to request lenses again (where it supports the refresh request)."""
         if self.client_supports("workspace", "code_lens", "refresh_support"):
             self.workspace_code_lens_refresh(None)
-        if self.client_supports("workspace", "inlay_hint", "refresh_support"):
-            self.workspace_inlay_hint_refresh(None)
 
 
 def client_range(document: TextDocument, lines: list[str], span: SourceSpan) -> types.Range:
@@ -230,7 +228,6 @@ def build_server() -> DrtritonLanguageServer:
         document_sync,
         generate,
         hover,
-        inlay_hints,
         show_report,
         verify_and_benchmark,
     )
@@ -241,7 +238,6 @@ def build_server() -> DrtritonLanguageServer:
         document_sync,
         code_actions,
         code_lens,
-        inlay_hints,
         hover,
         generate,
         verify_and_benchmark,

@@ -53,8 +53,8 @@ def answer_and_what_came_before(client: RawClient, request_id: int) -> tuple[dic
         ("textDocument/hover", {"textDocument": {"uri": "URI"}, "position": {"line": 2**31, "character": 0}}, "line"),
         ("textDocument/codeLens", {}, "textDocument"),
         ("textDocument/hover", {"textDocument": "URI", "position": {"line": 0, "character": 0}}, "textDocument"),
-        ("textDocument/inlayHint", {"textDocument": {"uri": "URI"}, "range": {"start": {"line": -1, "character": 0},
-                                    "end": {"line": 1, "character": 0}}}, "line"),
+        ("textDocument/codeAction", {"textDocument": {"uri": "URI"}, "range": {"start": {"line": -1, "character": 0},
+                                     "end": {"line": 1, "character": 0}}, "context": {"diagnostics": []}}, "line"),
     ],
 )
 def test_a_request_with_malformed_params_is_answered_invalid_params_without_a_popup(session, method, params, field):

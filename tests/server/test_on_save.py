@@ -50,7 +50,7 @@ async def test_on_save_search_starts_a_background_job(client, example_file):
     (token,) = client.progress_reports
     assert begin == types.WorkDoneProgressBegin(title="drtriton: ScaledActivation", message="starting", cancellable=True)
     (lens,) = await code_lenses(client, uri)
-    assert lens.command.title == "drtriton: running job 1 (cancel)"
+    assert lens.command.title == "drtriton: generating a kernel… (click to cancel)"
     assert await execute(client, "drtriton.cancel", "1") == {"cancelled": True, "jobId": "1"}
     await wait_for_job_end(client, token, timeout_s=60)
     assert [m.type for m in client.messages] == [types.MessageType.Info]  # "job 1 cancelled": no refusal shown
