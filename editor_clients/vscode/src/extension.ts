@@ -16,6 +16,8 @@ const CLIENT_NAME = 'drtriton language server';
 export const SHOW_SERVER_LOG = 'drtriton.showServerLog';
 export const RESTART_SERVER = 'drtriton.restartServer';
 export const SHOW_DEBUG_INFORMATION = 'drtriton.showDebugInformation';
+/** A context key for `when` clauses and the walkthrough's "install the server" step: true while the server runs. */
+export const SERVER_RUNNING_CONTEXT = 'drtriton.serverRunning';
 
 /** One activation: the output channel and status bar outlive the language clients that restarts replace. */
 class DrtritonExtension {
@@ -69,6 +71,7 @@ class DrtritonExtension {
     this.client.onDidChangeState(({ newState }) => {
       this.jobStatus.setServerState(newState === State.Running ? 'running' : newState === State.Starting ? 'starting' : 'stopped');
       this.render();
+      void vscode.commands.executeCommand('setContext', SERVER_RUNNING_CONTEXT, newState === State.Running);
     });
     try {
       await this.client.start();

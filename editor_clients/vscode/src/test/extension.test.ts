@@ -269,3 +269,10 @@ test('with drtriton.server.socket but no token file, the extension says what to 
   ]);
   assert.equal(statusText(), '$(error) drtriton: server stopped');
 });
+
+test("the context key drtriton.serverRunning (the walkthrough's install step) follows the server", async () => {
+  await activated();
+  assert.equal(recorded.contexts.get('drtriton.serverRunning'), true);
+  latestClient().changeState(State.Stopped);
+  assert.equal(recorded.contexts.get('drtriton.serverRunning'), false);
+});

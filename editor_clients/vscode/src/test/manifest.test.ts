@@ -53,3 +53,48 @@ test('the extension runs from one esbuild bundle that needs only vscode and Node
   const loaded = require(join(EXTENSION_FOLDER, packageJson.main));
   assert.deepEqual([typeof loaded.activate, typeof loaded.deactivate], ['function', 'function']);
 });
+
+const PYTHON_EDITORS = /\beditorLangId == python\b/;
+const commandNames = new Set<string>(packageJson.contributes.commands.map((entry: { command: string }) => entry.command));
+
+test('the keybinding and the editor context menu are offered in Python editors only, for contributed commands', () => {
+  const contextMenu: { submenu?: string; when?: string }[] = packageJson.contributes.menus['editor/context'];
+  const keybindings: { command: string; when?: string }[] = packageJson.contributes.keybindings;
+  for (const entry of [...contextMenu, ...keybindings]) {
+    assert.match(entry.when ?? '', PYTHON_EDITORS, JSON.stringify(entry));
+  }
+  assert.deepEqual(
+    keybindings.map((binding) => binding.command),
+    ['drtriton.generateAtCursor'],
+  );
+  const submenu: { command: string }[] = packageJson.contributes.menus[contextMenu[0].submenu ?? ''];
+  assert.deepEqual(
+    submenu.map((entry) => entry.command),
+    ['generate', 'verify', 'benchmark', 'apply', 'showReport', 'cancel'].map((kind) => `drtriton.${kind}AtCursor`),
+  );
+  assert.ok(submenu.every((entry) => commandNames.has(entry.command)));
+});
+
+test('the walkthrough installs the server, picks the device and runs a first Generate, with links that exist', () => {
+  const [walkthrough] = packageJson.contributes.walkthroughs;
+  const steps: { id: string; description: string; media: { markdown: string }; completionEvents: string[] }[] = walkthrough.steps;
+  assert.deepEqual(
+    steps.map((step) => step.id),
+    ['drtriton.installServer', 'drtriton.pickDevice', 'drtriton.firstGenerate'],
+  );
+  assert.deepEqual(
+    steps.map((step) => step.completionEvents),
+    [['onContext:drtriton.serverRunning'], ['onSettingChanged:drtriton.device'], ['onCommand:drtriton.generateAtCursor']],
+  );
+  for (const step of steps) {
+    assert.match(readFileSync(join(EXTENSION_FOLDER, step.media.markdown), 'utf8'), /^# /);
+    for (const [, command, argument] of step.description.matchAll(/\(command:([\w.]+)(?:\?([^)]*))?\)/g)) {
+      if (command === 'workbench.action.openSettings') {
+        const [setting] = JSON.parse(decodeURIComponent(argument));
+        assert.ok(setting in settings, `${step.id} opens the unknown setting ${setting}`);
+      } else {
+        assert.ok(commandNames.has(command), `${step.id} links to the unknown command ${command}`);
+      }
+    }
+  }
+});

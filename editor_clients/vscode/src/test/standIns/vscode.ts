@@ -87,6 +87,8 @@ export const recorded = {
   commandResults: new Map<string, unknown>(),
   /** What 'vscode.executeCodeActionProvider' answers. */
   codeActions: [] as unknown[],
+  /** Context keys set with the 'setContext' command. */
+  contexts: new Map<string, unknown>(),
   warnings: [] as string[],
   errors: [] as string[],
   openedDocuments: [] as { content: string; language: string }[],
@@ -104,6 +106,7 @@ export function resetStandIn(): void {
   recorded.executed.length = 0;
   recorded.commandResults.clear();
   recorded.codeActions = [];
+  recorded.contexts.clear();
   recorded.warnings.length = 0;
   recorded.errors.length = 0;
   recorded.openedDocuments.length = 0;
@@ -200,6 +203,10 @@ export const commands = {
     return new Disposable(() => recorded.commands.delete(command));
   },
   async executeCommand(command: string, ...args: unknown[]): Promise<unknown> {
+    if (command === 'setContext') {
+      recorded.contexts.set(args[0] as string, args[1]);
+      return undefined; // recorded in `contexts`, not among the commands run
+    }
     recorded.executed.push({ command, args });
     if (command === 'vscode.executeCodeActionProvider') {
       return recorded.codeActions;
