@@ -4,7 +4,7 @@
 import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ResponseError, ServerOptions, State } from 'vscode-languageclient/node';
 
-import { JobStatus } from './jobStatus';
+import { JobStatus, startedJob } from './jobStatus';
 import { RestartWithBackoff } from './restartWithBackoff';
 import { connectTo, describeAddress, parseSocketSetting, readToken, redacting } from './serverConnection';
 import { describeLaunch, onSelectedPythonChange, resolveServerLaunch, selectedPythonInterpreter } from './serverLaunch';
@@ -22,7 +22,7 @@ export const SERVER_RUNNING_CONTEXT = 'drtriton.serverRunning';
 /** One activation: the output channel and status bar outlive the language clients that restarts replace. */
 class DrtritonExtension {
   private readonly output = vscode.window.createOutputChannel('drtriton', { log: true });
-  private readonly statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 0);
+  private readonly statusItem = vscode.window.createStatusBarItem('drtriton.status', vscode.StatusBarAlignment.Left, 0);
   private readonly jobStatus = new JobStatus();
   private readonly restartPolicy: RestartWithBackoff;
   private readonly settingNames: string[];
@@ -36,10 +36,14 @@ class DrtritonExtension {
       () => this.serverDescription ?? 'not started yet',
       (line) => this.output.warn(line),
     );
+    this.statusItem.name = 'drtriton';
     this.statusItem.command = SHOW_SERVER_LOG;
     this.render();
-    this.statusItem.show();
-    context.subscriptions.push(this.output, this.statusItem);
+    context.subscriptions.push(
+      this.output,
+      this.statusItem,
+      vscode.window.onDidChangeActiveTextEditor(() => this.render()),
+    );
   }
 
   async start(): Promise<void> {
@@ -132,6 +136,19 @@ class DrtritonExtension {
           this.render();
           next(token, params);
         },
+        executeCommand: async (command, args, next) => {
+          const answer = await next(command, args);
+          const job = startedJob(args, answer);
+          if (job) {
+            this.jobStatus.jobStarted(job.token, job.file);
+            this.render();
+          }
+          return answer;
+        },
+        didSave: (document, next) => {
+          this.jobStatus.saved(document.uri.toString());
+          return next(document);
+        },
         workspace: {
           configuration: async (params, token, next) => {
             const answers = await next(params, token);
@@ -144,9 +161,18 @@ class DrtritonExtension {
     };
   }
 
+  /** The status of the active editor's file; hidden outside Python editors and when there is nothing to say. */
   private render(): void {
-    this.statusItem.text = this.jobStatus.text();
-    this.statusItem.tooltip = this.jobStatus.tooltip();
+    const document = vscode.window.activeTextEditor?.document;
+    const view = document?.languageId === 'python' ? this.jobStatus.view(document.uri.toString()) : undefined;
+    if (view === undefined) {
+      this.statusItem.hide();
+      return;
+    }
+    this.statusItem.text = view.text;
+    const server = `Language server: ${this.serverDescription ?? 'not started yet'}`;
+    this.statusItem.tooltip = [view.tooltip, server, 'Click to show the language server log.'].filter(Boolean).join('\n');
+    this.statusItem.show();
   }
 }
 

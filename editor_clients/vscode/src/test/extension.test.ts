@@ -18,7 +18,7 @@ import {
 
 import { activate, deactivate } from '../extension';
 import { LanguageClient } from './standIns/languageClient';
-import { changeSetting, recorded, resetStandIn, Uri } from './standIns/vscode';
+import { changeActiveEditor, changeSetting, recorded, resetStandIn, Uri } from './standIns/vscode';
 
 const packageJson = require('../../package.json');
 const FILE = Uri.file('/work/model.py');
@@ -43,8 +43,10 @@ function middleware(): NonNullable<LanguageClientOptions['middleware']> {
   return latestClient().clientOptions.middleware ?? assert.fail('no middleware');
 }
 
-function statusText(): string {
-  return recorded.statusItems[0].text;
+/** The status bar item's text, or undefined while it is hidden. */
+function statusText(): string | undefined {
+  const [item] = recorded.statusItems;
+  return item.visible ? item.text : undefined;
 }
 
 function cursorInPythonFile(): void {
@@ -67,7 +69,7 @@ test('activation registers every contributed command and starts drtriton-lsp fro
   assert.deepEqual([...recorded.commands.keys()].sort(), contributed);
   assert.deepEqual(latestClient().serverOptions, { command: 'drtriton-lsp', args: ['--log-level', 'WARNING'] });
   assert.deepEqual(latestClient().clientOptions.documentSelector, [{ scheme: 'file', language: 'python' }]);
-  assert.equal(statusText(), 'drtriton');
+  assert.equal(statusText(), undefined, 'no editor, no status');
 });
 
 test('a configured interpreter runs the server module; changing it restarts the server with the new one', async () => {
@@ -108,6 +110,7 @@ test("the Python extension's selected interpreter is used, and selecting another
 
 test('a server that cannot start is reported, with how it was started, and shown as stopped', async () => {
   LanguageClient.startFailure = new Error('spawn drtriton-lsp ENOENT');
+  cursorInPythonFile();
   await activated();
   assert.equal(recorded.errors.length, 1);
   assert.match(recorded.errors[0], /drtriton-lsp --log-level WARNING \(from drtriton-lsp on PATH\).*ENOENT/);
@@ -178,16 +181,41 @@ test('with the server stopped, a palette command says so instead of failing', as
 });
 
 test("the status bar follows a job's progress, which still reaches VS Code's progress notification", async () => {
+  cursorInPythonFile();
   await activated();
   const forwarded: unknown[] = [];
   const next = (_token: unknown, params: unknown) => forwarded.push(params);
   const begin: WorkDoneProgressBegin = { kind: 'begin', title: 'drtriton: MLPBlock', message: 'starting', cancellable: true };
-  middleware().handleWorkDoneProgress?.('drtriton-job-1', begin, next);
+  const targetArguments = [{ uri: FILE.toString(), target: 'MLPBlock' }];
+  await middleware().executeCommand?.('drtriton.generate', targetArguments, async () => {
+    middleware().handleWorkDoneProgress?.('drtriton-job-1', begin, next); // the server begins before it answers
+    return { status: 'started', jobId: '1', token: 'drtriton-job-1' };
+  });
   middleware().handleWorkDoneProgress?.('drtriton-job-1', { kind: 'report', message: 'capturing the graph' }, next);
   assert.equal(statusText(), '$(sync~spin) drtriton: MLPBlock · capturing the graph');
   middleware().handleWorkDoneProgress?.('drtriton-job-1', { kind: 'end', message: 'MLPBlock: verified · no speed measured: no GPU' }, next);
   assert.equal(statusText(), 'drtriton: MLPBlock: verified · no speed measured: no GPU');
   assert.equal(forwarded.length, 3);
+});
+
+test('the status bar shows only in Python editors, for their own file, and hides when it has nothing to say', async () => {
+  cursorInPythonFile();
+  await activated();
+  assert.equal(statusText(), undefined, 'server running, nothing about this file yet');
+  const other = { document: { uri: Uri.file('/work/other.py'), languageId: 'python' }, selection: {} };
+  changeActiveEditor(other);
+  await middleware().didSave?.(other.document as never, async () => undefined);
+  const begin: WorkDoneProgressBegin = { kind: 'begin', title: 'drtriton: Gelu', message: 'starting' };
+  middleware().handleWorkDoneProgress?.('drtriton-job-2', begin, () => undefined); // started by the save
+  assert.equal(statusText(), '$(sync~spin) drtriton: Gelu · starting');
+  changeActiveEditor({ document: { uri: FILE, languageId: 'python' }, selection: {} });
+  assert.equal(statusText(), undefined, "the other file's job is not this file's");
+  changeActiveEditor({ document: { uri: Uri.file('/work/notes.md'), languageId: 'markdown' }, selection: {} });
+  latestClient().changeState(State.Stopped);
+  assert.equal(statusText(), undefined, 'not a Python editor');
+  changeActiveEditor(other);
+  assert.equal(statusText(), '$(error) drtriton: server stopped');
+  assert.match(recorded.statusItems[0].tooltip ?? '', /Language server: drtriton-lsp --log-level WARNING \(from drtriton-lsp on PATH\)/);
 });
 
 test('the server gets only its own settings, at start and when it asks for them', async () => {
@@ -260,6 +288,7 @@ test('with drtriton.server.socket, the extension connects there and sends the to
 
 test('with drtriton.server.socket but no token file, the extension says what to set and starts nothing', async () => {
   recorded.settings.set('drtriton.server.socket', '127.0.0.1:2087');
+  cursorInPythonFile();
   await activated();
   assert.equal(LanguageClient.created.length, 0);
   assert.deepEqual(recorded.errors, [

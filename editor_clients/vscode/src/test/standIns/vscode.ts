@@ -61,12 +61,17 @@ export class OutputChannelStandIn {
 }
 
 export class StatusBarItemStandIn {
+  name: string | undefined;
   text = '';
   tooltip: string | undefined;
   command: string | undefined;
   visible = false;
+  constructor(readonly id: string) {}
   show(): void {
     this.visible = true;
+  }
+  hide(): void {
+    this.visible = false;
   }
   dispose(): void {}
 }
@@ -77,6 +82,7 @@ export interface EditorStandIn {
 }
 
 type Listener = (event: { affectsConfiguration(section: string): boolean }) => void;
+type EditorListener = (editor: EditorStandIn | undefined) => void;
 type Callback = (...args: unknown[]) => unknown;
 
 /** Everything the stand-in records, and the answers tests give it. */
@@ -99,6 +105,7 @@ export const recorded = {
   configurationListeners: [] as Listener[],
   extensions: new Map<string, unknown>(),
   activeTextEditor: undefined as EditorStandIn | undefined,
+  activeEditorListeners: [] as EditorListener[],
 };
 
 export function resetStandIn(): void {
@@ -116,6 +123,15 @@ export function resetStandIn(): void {
   recorded.configurationListeners.length = 0;
   recorded.extensions.clear();
   recorded.activeTextEditor = undefined;
+  recorded.activeEditorListeners.length = 0;
+}
+
+/** Makes `editor` the active one and tells the listeners, as VS Code does when the user switches editors. */
+export function changeActiveEditor(editor: EditorStandIn | undefined): void {
+  recorded.activeTextEditor = editor;
+  for (const listener of [...recorded.activeEditorListeners]) {
+    listener(editor);
+  }
 }
 
 /** Sets a setting and tells the listeners, as VS Code does when the user edits settings.json. */
@@ -173,8 +189,8 @@ export const window = {
     recorded.outputChannels.push(channel);
     return channel;
   },
-  createStatusBarItem(): StatusBarItemStandIn {
-    const item = new StatusBarItemStandIn();
+  createStatusBarItem(id: string): StatusBarItemStandIn {
+    const item = new StatusBarItemStandIn(id);
     recorded.statusItems.push(item);
     return item;
   },
@@ -191,6 +207,10 @@ export const window = {
   },
   get activeTextEditor(): EditorStandIn | undefined {
     return recorded.activeTextEditor;
+  },
+  onDidChangeActiveTextEditor(listener: EditorListener): Disposable {
+    recorded.activeEditorListeners.push(listener);
+    return new Disposable(() => recorded.activeEditorListeners.splice(recorded.activeEditorListeners.indexOf(listener), 1));
   },
 };
 
