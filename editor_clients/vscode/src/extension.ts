@@ -2,14 +2,15 @@
  *  restarts it with backoff, and adds palette commands, a status bar item and the server log channel. */
 
 import * as vscode from 'vscode';
-import { LanguageClient, LanguageClientOptions, ResponseError, ServerOptions, State } from 'vscode-languageclient/node';
+import { Executable, LanguageClient, LanguageClientOptions, ResponseError, ServerOptions, State } from 'vscode-languageclient/node';
 
 import { JobStatus, startedJob } from './jobStatus';
 import { RestartWithBackoff } from './restartWithBackoff';
 import { connectTo, describeAddress, parseSocketSetting, readToken, redacting } from './serverConnection';
 import { describeLaunch, onSelectedPythonChange, resolveServerLaunch, selectedPythonInterpreter } from './serverLaunch';
-import { narrowConfigurationAnswer, SECTION, serverSettingNames, serverSettings } from './serverSettings';
+import { narrowConfigurationAnswer, restrictedSettings, SECTION, serverSettingNames, serverSettings, SettingsObject } from './serverSettings';
 import { runOnTargetAtCursor, showDebugInformation, TARGET_COMMANDS } from './targetCommands';
+import { MANAGE_TRUST, MANAGE_TRUST_COMMAND, refusalInRestrictedMode } from './workspaceTrust';
 
 const CLIENT_ID = 'drtriton';
 const CLIENT_NAME = 'drtriton language server';
@@ -26,12 +27,16 @@ class DrtritonExtension {
   private readonly jobStatus = new JobStatus();
   private readonly restartPolicy: RestartWithBackoff;
   private readonly settingNames: string[];
+  /** The server's working directory in Restricted Mode: not the workspace, whose Python files would shadow
+   *  modules that `python -m` imports from the working directory. */
+  private readonly extensionFolder: string;
   private client: LanguageClient | undefined;
   /** How the server was started or reached, for the log and for error messages. */
   private serverDescription: string | undefined;
 
   constructor(context: vscode.ExtensionContext) {
     this.settingNames = serverSettingNames(context.extension.packageJSON.contributes.configuration.properties);
+    this.extensionFolder = context.extensionPath;
     this.restartPolicy = new RestartWithBackoff(
       () => this.serverDescription ?? 'not started yet',
       (line) => this.output.warn(line),
@@ -62,13 +67,19 @@ class DrtritonExtension {
       serverOptions = connectTo(address);
     } else {
       const configuredPython = configuration.get<string>('server.pythonPath', '');
+      // In Restricted Mode the selected interpreter may be one of the workspace's own (a .venv in it).
+      const trusted = vscode.workspace.isTrusted;
       const launch = resolveServerLaunch({
         configuredPython,
-        selectedPython: configuredPython.trim() ? undefined : await selectedPythonInterpreter(),
+        selectedPython: configuredPython.trim() || !trusted ? undefined : await selectedPythonInterpreter(),
         logLevel: configuration.get<string>('server.logLevel', 'WARNING'),
       });
-      this.serverDescription = describeLaunch(launch);
-      serverOptions = { command: launch.command, args: launch.args };
+      this.serverDescription = trusted ? describeLaunch(launch) : `${describeLaunch(launch)}, in Restricted Mode`;
+      const executable: Executable = { command: launch.command, args: launch.args };
+      if (!trusted) {
+        executable.options = { cwd: this.extensionFolder };
+      }
+      serverOptions = executable;
     }
     this.output.info(`starting ${this.serverDescription}`);
     this.client = new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, this.clientOptions(token));
@@ -120,12 +131,11 @@ class DrtritonExtension {
 
   /** `token`: for a server on a socket, sent as `initializationOptions.authToken` and kept out of the log. */
   private clientOptions(token: string | undefined): LanguageClientOptions {
-    const names = this.settingNames;
     return {
       documentSelector: [{ scheme: 'file', language: 'python' }],
       outputChannel: token ? redacting(this.output, token) : this.output,
       initializationOptions: () => {
-        const settings = serverSettings(vscode.workspace.getConfiguration().get(SECTION), names);
+        const settings = this.settingsForServer(vscode.workspace.getConfiguration().get(SECTION));
         return token ? { ...settings, authToken: token } : settings;
       },
       synchronize: { configurationSection: SECTION },
@@ -137,6 +147,13 @@ class DrtritonExtension {
           next(token, params);
         },
         executeCommand: async (command, args, next) => {
+          const refusal = vscode.workspace.isTrusted ? undefined : refusalInRestrictedMode(command);
+          if (refusal !== undefined) {
+            void vscode.window.showWarningMessage(refusal, MANAGE_TRUST).then(
+              (choice) => choice && vscode.commands.executeCommand(MANAGE_TRUST_COMMAND),
+            );
+            return undefined;
+          }
           const answer = await next(command, args);
           const job = startedJob(args, answer);
           if (job) {
@@ -152,13 +169,21 @@ class DrtritonExtension {
         workspace: {
           configuration: async (params, token, next) => {
             const answers = await next(params, token);
-            return answers instanceof ResponseError ? answers : narrowConfigurationAnswer(params.items, answers, names);
+            return answers instanceof ResponseError
+              ? answers
+              : narrowConfigurationAnswer(params.items, answers, (section) => this.settingsForServer(section));
           },
           // Send no settings: the server then asks for section "drtriton", which the handler above narrows.
           didChangeConfiguration: (_sections, next) => next(undefined),
         },
       },
     };
+  }
+
+  /** The server's settings out of VS Code's "drtriton" section, restricted in an untrusted workspace. */
+  private settingsForServer(section: unknown): SettingsObject {
+    const settings = serverSettings(section, this.settingNames);
+    return vscode.workspace.isTrusted ? settings : restrictedSettings(settings);
   }
 
   /** The status of the active editor's file; hidden outside Python editors and when there is nothing to say. */
@@ -207,6 +232,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         void active.restart();
       }
     }),
+    // Trusted now: the selected interpreter, the workspace as working directory and all settings apply.
+    vscode.workspace.onDidGrantWorkspaceTrust(() => active.restart()),
   );
   const pythonWatch = await onSelectedPythonChange(() => {
     if (!vscode.workspace.getConfiguration(SECTION).get<string>('server.pythonPath', '').trim()) {

@@ -18,7 +18,7 @@ import {
 
 import { activate, deactivate } from '../extension';
 import { LanguageClient } from './standIns/languageClient';
-import { changeActiveEditor, changeSetting, recorded, resetStandIn, Uri } from './standIns/vscode';
+import { changeActiveEditor, changeSetting, grantWorkspaceTrust, recorded, resetStandIn, Uri } from './standIns/vscode';
 
 const packageJson = require('../../package.json');
 const FILE = Uri.file('/work/model.py');
@@ -29,8 +29,10 @@ async function settle(): Promise<void> {
   }
 }
 
+const EXTENSION_FOLDER = '/home/me/.vscode/extensions/drtriton.drtriton-0.1.0';
+
 async function activated(): Promise<void> {
-  await activate({ subscriptions: [], extension: { packageJSON: packageJson } } as never);
+  await activate({ subscriptions: [], extension: { packageJSON: packageJson }, extensionPath: EXTENSION_FOLDER } as never);
 }
 
 function latestClient(): LanguageClient {
@@ -304,4 +306,78 @@ test("the context key drtriton.serverRunning (the walkthrough's install step) fo
   assert.equal(recorded.contexts.get('drtriton.serverRunning'), true);
   latestClient().changeState(State.Stopped);
   assert.equal(recorded.contexts.get('drtriton.serverRunning'), false);
+});
+
+/** The Python extension, with `interpreter` selected. */
+function pythonExtensionSelecting(interpreter: string): void {
+  recorded.extensions.set('ms-python.python', {
+    isActive: true,
+    exports: {
+      environments: {
+        getActiveEnvironmentPath: () => ({ path: interpreter }),
+        resolveEnvironment: async (path: string) => ({ executable: { uri: Uri.file(path) } }),
+        onDidChangeActiveEnvironmentPath: () => ({ dispose: () => undefined }),
+      },
+    },
+  });
+}
+
+test("in Restricted Mode the server starts outside the workspace, without the workspace's interpreter", async () => {
+  recorded.trusted = false;
+  pythonExtensionSelecting('/work/.venv/bin/python');
+  await activated();
+  assert.deepEqual(latestClient().serverOptions, {
+    command: 'drtriton-lsp',
+    args: ['--log-level', 'WARNING'],
+    options: { cwd: EXTENSION_FOLDER },
+  });
+});
+
+test('in Restricted Mode the server gets settings that run no workspace code, at start and when it asks', async () => {
+  recorded.trusted = false;
+  recorded.settings.set('drtriton.onSave', 'search');
+  recorded.settings.set('drtriton.writeTests', true);
+  await activated();
+  const restricted = { onSave: 'hint', writeTests: false, warmWorker: false };
+  assert.deepEqual((latestClient().clientOptions.initializationOptions as () => unknown)(), restricted);
+  const params: ConfigurationParams = { items: [{ section: 'drtriton' }] };
+  const answer = await middleware().workspace?.configuration?.(params, {} as CancellationToken, async () => [
+    { onSave: 'search', writeTests: true },
+  ]);
+  assert.deepEqual(answer, [restricted]);
+});
+
+test('in Restricted Mode Generate, Verify and Benchmark are refused with why and a way to trust; others run', async () => {
+  recorded.trusted = false;
+  await activated();
+  const sent: string[] = [];
+  const next = async (command: string) => {
+    sent.push(command);
+    return undefined;
+  };
+  const targetArguments = [{ uri: FILE.toString(), target: 'MLPBlock' }];
+  recorded.commandResults.set('workbench.trust.manage', undefined);
+  recorded.warningChoice = 'Manage Workspace Trust';
+  for (const command of ['drtriton.generate', 'drtriton.verify', 'drtriton.benchmark', 'drtriton.showReport', 'drtriton.apply']) {
+    await middleware().executeCommand?.(command, targetArguments, next);
+  }
+  await settle();
+  assert.deepEqual(sent, ['drtriton.showReport', 'drtriton.apply']);
+  assert.equal(recorded.warnings.length, 3);
+  assert.match(recorded.warnings[0], /^drtriton: Generate runs this workspace's code .* off in Restricted Mode\. Trust the workspace/);
+  assert.ok(recorded.executed.some((call) => call.command === 'workbench.trust.manage'));
+});
+
+test('trusting the workspace restarts the server with the selected interpreter and all settings', async () => {
+  recorded.trusted = false;
+  recorded.settings.set('drtriton.onSave', 'search');
+  pythonExtensionSelecting('/work/.venv/bin/python');
+  await activated();
+  grantWorkspaceTrust();
+  await settle();
+  assert.equal(latestClient().serverOptions.command, '/work/.venv/bin/python');
+  assert.deepEqual((latestClient().clientOptions.initializationOptions as () => unknown)(), { onSave: 'search' });
+  const sent: string[] = [];
+  await middleware().executeCommand?.('drtriton.generate', [], async (command: string) => sent.push(command));
+  assert.deepEqual(sent, ['drtriton.generate']);
 });

@@ -98,3 +98,14 @@ test('the walkthrough installs the server, picks the device and runs a first Gen
     }
   }
 });
+
+test('untrusted workspaces get limited support, and cannot choose the interpreter that starts the server', () => {
+  const untrusted = packageJson.capabilities.untrustedWorkspaces;
+  assert.equal(untrusted.supported, 'limited');
+  assert.match(untrusted.description, /runs none of the workspace's code/);
+  // The other drtriton.server.* settings that start or reach a server are machine-scoped: no workspace sets them.
+  const workspaceSettable = ['drtriton.server.pythonPath', 'drtriton.server.socket', 'drtriton.server.tokenFile'].filter(
+    (name) => settings[name].scope !== 'machine',
+  );
+  assert.deepEqual(untrusted.restrictedConfigurations, workspaceSettable);
+});

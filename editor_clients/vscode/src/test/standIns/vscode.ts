@@ -106,6 +106,11 @@ export const recorded = {
   extensions: new Map<string, unknown>(),
   activeTextEditor: undefined as EditorStandIn | undefined,
   activeEditorListeners: [] as EditorListener[],
+  /** Whether the workspace is trusted (false: Restricted Mode). */
+  trusted: true,
+  trustListeners: [] as (() => void)[],
+  /** The button a test "clicks" in the next warning message; undefined: the message is dismissed. */
+  warningChoice: undefined as string | undefined,
 };
 
 export function resetStandIn(): void {
@@ -124,6 +129,17 @@ export function resetStandIn(): void {
   recorded.extensions.clear();
   recorded.activeTextEditor = undefined;
   recorded.activeEditorListeners.length = 0;
+  recorded.trusted = true;
+  recorded.trustListeners.length = 0;
+  recorded.warningChoice = undefined;
+}
+
+/** Trusts the workspace and tells the listeners, as VS Code does when the user trusts it. */
+export function grantWorkspaceTrust(): void {
+  recorded.trusted = true;
+  for (const listener of [...recorded.trustListeners]) {
+    listener();
+  }
 }
 
 /** Makes `editor` the active one and tells the listeners, as VS Code does when the user switches editors. */
@@ -177,6 +193,13 @@ export const workspace = {
     recorded.configurationListeners.push(listener);
     return new Disposable(() => recorded.configurationListeners.splice(recorded.configurationListeners.indexOf(listener), 1));
   },
+  get isTrusted(): boolean {
+    return recorded.trusted;
+  },
+  onDidGrantWorkspaceTrust(listener: () => void): Disposable {
+    recorded.trustListeners.push(listener);
+    return new Disposable(() => recorded.trustListeners.splice(recorded.trustListeners.indexOf(listener), 1));
+  },
   async openTextDocument(options: { content: string; language: string }) {
     recorded.openedDocuments.push(options);
     return options;
@@ -194,9 +217,11 @@ export const window = {
     recorded.statusItems.push(item);
     return item;
   },
-  async showWarningMessage(message: string): Promise<undefined> {
+  async showWarningMessage(message: string, ...items: string[]): Promise<string | undefined> {
     recorded.warnings.push(message);
-    return undefined;
+    const choice = recorded.warningChoice;
+    recorded.warningChoice = undefined;
+    return choice !== undefined && items.includes(choice) ? choice : undefined;
   },
   async showErrorMessage(message: string): Promise<undefined> {
     recorded.errors.push(message);
