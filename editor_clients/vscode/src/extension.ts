@@ -7,7 +7,7 @@ import { Executable, LanguageClient, LanguageClientOptions, ResponseError, Serve
 import { JobStatus, startedJob } from './jobStatus';
 import { RestartWithBackoff } from './restartWithBackoff';
 import { connectTo, describeAddress, parseSocketSetting, readToken, redacting } from './serverConnection';
-import { describeLaunch, onSelectedPythonChange, resolveServerLaunch, selectedPythonInterpreter } from './serverLaunch';
+import { describeLaunch, hasServerModule, onSelectedPythonChange, resolveServerLaunch, selectedPythonInterpreter, SelectedPython } from './serverLaunch';
 import { narrowConfigurationAnswer, restrictedSettings, SECTION, serverSettingNames, serverSettings, SettingsObject } from './serverSettings';
 import { runOnTargetAtCursor, showDebugInformation, TARGET_COMMANDS } from './targetCommands';
 import { MANAGE_TRUST, MANAGE_TRUST_COMMAND, refusalInRestrictedMode } from './workspaceTrust';
@@ -71,10 +71,16 @@ class DrtritonExtension {
       const trusted = vscode.workspace.isTrusted;
       const launch = resolveServerLaunch({
         configuredPython,
-        selectedPython: configuredPython.trim() || !trusted ? undefined : await selectedPythonInterpreter(),
+        selectedPython: configuredPython.trim() || !trusted ? undefined : await this.selectedPython(),
         logLevel: configuration.get<string>('server.logLevel', 'WARNING'),
       });
       this.serverDescription = trusted ? describeLaunch(launch) : `${describeLaunch(launch)}, in Restricted Mode`;
+      if (launch.interpreterWithoutServer) {
+        void vscode.window.showInformationMessage(
+          `drtriton: the selected interpreter ${launch.interpreterWithoutServer} has no drtriton, so the language server ` +
+            `runs as ${launch.command} from PATH. Install drtriton there, or set drtriton.server.pythonPath.`,
+        );
+      }
       const executable: Executable = { command: launch.command, args: launch.args };
       if (!trusted) {
         executable.options = { cwd: this.extensionFolder };
@@ -93,6 +99,16 @@ class DrtritonExtension {
     } catch (failure) {
       this.reportStartFailure(String(failure));
     }
+  }
+
+  /** The Python extension's selected interpreter, and whether it has drtriton (asked where the server would run:
+   *  vscode-languageclient starts it in the first workspace folder). */
+  private async selectedPython(): Promise<SelectedPython | undefined> {
+    const path = await selectedPythonInterpreter();
+    if (path === undefined) {
+      return undefined;
+    }
+    return { path, hasServer: await hasServerModule(path, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath) };
   }
 
   private reportStartFailure(reason: string): void {

@@ -18,6 +18,7 @@ import {
 
 import { activate, deactivate } from '../extension';
 import { LanguageClient } from './standIns/languageClient';
+import { fakePython } from './standIns/python';
 import { changeActiveEditor, changeSetting, grantWorkspaceTrust, recorded, resetStandIn, Uri } from './standIns/vscode';
 
 const packageJson = require('../../package.json');
@@ -26,6 +27,13 @@ const FILE = Uri.file('/work/model.py');
 async function settle(): Promise<void> {
   for (let turn = 0; turn < 5; turn++) {
     await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** Waits up to a second for `condition`: a restart that asks an interpreter (a process) takes a few milliseconds. */
+async function eventually(condition: () => boolean): Promise<void> {
+  for (let wait = 0; wait < 100 && !condition(); wait++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
 
@@ -87,7 +95,9 @@ test('a configured interpreter runs the server module; changing it restarts the 
 });
 
 test("the Python extension's selected interpreter is used, and selecting another restarts the server", async () => {
-  let selected = '/home/me/.venv/bin/python';
+  const first = fakePython(true);
+  const second = fakePython(true);
+  let selected = first;
   let selectionListener: () => void = () => assert.fail('no listener registered');
   recorded.extensions.set('ms-python.python', {
     isActive: true,
@@ -103,11 +113,11 @@ test("the Python extension's selected interpreter is used, and selecting another
     },
   });
   await activated();
-  assert.equal(latestClient().serverOptions.command, '/home/me/.venv/bin/python');
-  selected = '/home/me/other/bin/python';
+  assert.equal(latestClient().serverOptions.command, first);
+  selected = second;
   selectionListener();
-  await settle();
-  assert.equal(latestClient().serverOptions.command, '/home/me/other/bin/python');
+  await eventually(() => latestClient().serverOptions.command === second);
+  assert.equal(latestClient().serverOptions.command, second);
 });
 
 test('a server that cannot start is reported, with how it was started, and shown as stopped', async () => {
@@ -324,7 +334,7 @@ function pythonExtensionSelecting(interpreter: string): void {
 
 test("in Restricted Mode the server starts outside the workspace, without the workspace's interpreter", async () => {
   recorded.trusted = false;
-  pythonExtensionSelecting('/work/.venv/bin/python');
+  pythonExtensionSelecting(fakePython(true));
   await activated();
   assert.deepEqual(latestClient().serverOptions, {
     command: 'drtriton-lsp',
@@ -371,13 +381,28 @@ test('in Restricted Mode Generate, Verify and Benchmark are refused with why and
 test('trusting the workspace restarts the server with the selected interpreter and all settings', async () => {
   recorded.trusted = false;
   recorded.settings.set('drtriton.onSave', 'search');
-  pythonExtensionSelecting('/work/.venv/bin/python');
+  const workspacePython = fakePython(true);
+  pythonExtensionSelecting(workspacePython);
   await activated();
+  assert.equal(latestClient().serverOptions.command, 'drtriton-lsp');
   grantWorkspaceTrust();
-  await settle();
-  assert.equal(latestClient().serverOptions.command, '/work/.venv/bin/python');
+  await eventually(() => latestClient().serverOptions.command === workspacePython);
+  assert.equal(latestClient().serverOptions.command, workspacePython);
   assert.deepEqual((latestClient().clientOptions.initializationOptions as () => unknown)(), { onSave: 'search' });
   const sent: string[] = [];
   await middleware().executeCommand?.('drtriton.generate', [], async (command: string) => sent.push(command));
   assert.deepEqual(sent, ['drtriton.generate']);
+});
+
+test('a selected interpreter without drtriton gives way to drtriton-lsp on PATH, and the user is told which runs', async () => {
+  const withoutDrtriton = fakePython(false);
+  pythonExtensionSelecting(withoutDrtriton);
+  await activated();
+  assert.deepEqual(latestClient().serverOptions, { command: 'drtriton-lsp', args: ['--log-level', 'WARNING'] });
+  assert.deepEqual(recorded.infos, [
+    `drtriton: the selected interpreter ${withoutDrtriton} has no drtriton, so the language server runs as ` +
+      'drtriton-lsp from PATH. Install drtriton there, or set drtriton.server.pythonPath.',
+  ]);
+  const logged = recorded.outputChannels[0].lines.join('\n');
+  assert.ok(logged.includes(`drtriton-lsp on PATH, as the Python extension's selected interpreter ${withoutDrtriton} has no drtriton_lsp`));
 });

@@ -96,6 +96,7 @@ export const recorded = {
   /** Context keys set with the 'setContext' command. */
   contexts: new Map<string, unknown>(),
   warnings: [] as string[],
+  infos: [] as string[],
   errors: [] as string[],
   openedDocuments: [] as { content: string; language: string }[],
   outputChannels: [] as OutputChannelStandIn[],
@@ -120,6 +121,7 @@ export function resetStandIn(): void {
   recorded.codeActions = [];
   recorded.contexts.clear();
   recorded.warnings.length = 0;
+  recorded.infos.length = 0;
   recorded.errors.length = 0;
   recorded.openedDocuments.length = 0;
   recorded.outputChannels.length = 0;
@@ -193,6 +195,7 @@ export const workspace = {
     recorded.configurationListeners.push(listener);
     return new Disposable(() => recorded.configurationListeners.splice(recorded.configurationListeners.indexOf(listener), 1));
   },
+  workspaceFolders: undefined,
   get isTrusted(): boolean {
     return recorded.trusted;
   },
@@ -222,6 +225,10 @@ export const window = {
     const choice = recorded.warningChoice;
     recorded.warningChoice = undefined;
     return choice !== undefined && items.includes(choice) ? choice : undefined;
+  },
+  async showInformationMessage(message: string): Promise<undefined> {
+    recorded.infos.push(message);
+    return undefined;
   },
   async showErrorMessage(message: string): Promise<undefined> {
     recorded.errors.push(message);
