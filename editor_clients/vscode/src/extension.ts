@@ -7,8 +7,22 @@ import { Executable, LanguageClient, LanguageClientOptions, ResponseError, Serve
 import { JobStatus, startedJob } from './jobStatus';
 import { RestartWithBackoff } from './restartWithBackoff';
 import { connectTo, describeAddress, parseSocketSetting, readToken, redacting } from './serverConnection';
-import { describeLaunch, hasServerModule, onSelectedPythonChange, resolveServerLaunch, selectedPythonInterpreter, SelectedPython } from './serverLaunch';
-import { narrowConfigurationAnswer, restrictedSettings, SECTION, serverSettingNames, serverSettings, SettingsObject } from './serverSettings';
+import {
+  describeLaunch,
+  hasServerModule,
+  onSelectedPythonChange,
+  resolveServerLaunch,
+  SelectedPython,
+  selectedPythonInterpreter,
+} from './serverLaunch';
+import {
+  narrowConfigurationAnswer,
+  restrictedSettings,
+  SECTION,
+  serverSettingNames,
+  serverSettings,
+  SettingsObject,
+} from './serverSettings';
 import { runOnTargetAtCursor, showDebugInformation, TARGET_COMMANDS } from './targetCommands';
 import { MANAGE_TRUST, MANAGE_TRUST_COMMAND, refusalInRestrictedMode } from './workspaceTrust';
 
