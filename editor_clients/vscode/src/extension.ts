@@ -5,6 +5,7 @@ import * as vscode from 'vscode';
 import { Executable, LanguageClient, LanguageClientOptions, ResponseError, ServerOptions, State } from 'vscode-languageclient/node';
 
 import { JobStatus, startedJob } from './jobStatus';
+import { showReportBeside } from './reports';
 import { RestartWithBackoff } from './restartWithBackoff';
 import { connectTo, describeAddress, parseSocketSetting, readToken, redacting } from './serverConnection';
 import {
@@ -171,6 +172,10 @@ class DrtritonExtension {
       synchronize: { configurationSection: SECTION },
       errorHandler: this.restartPolicy,
       middleware: {
+        window: {
+          showDocument: async (params, token, next) =>
+            (await showReportBeside(params.uri)) ? { success: true } : next(params, token),
+        },
         handleWorkDoneProgress: (token, params, next) => {
           this.jobStatus.onProgress(token, params);
           this.render();

@@ -406,3 +406,24 @@ test('a selected interpreter without drtriton gives way to drtriton-lsp on PATH,
   const logged = recorded.outputChannels[0].lines.join('\n');
   assert.ok(logged.includes(`drtriton-lsp on PATH, as the Python extension's selected interpreter ${withoutDrtriton} has no drtriton_lsp`));
 });
+
+test("a report the server shows opens as a Markdown preview beside the code; other documents as VS Code opens them", async () => {
+  recorded.commandResults.set('markdown.showPreviewToSide', undefined); // VS Code's built-in Markdown extension
+  await activated();
+  const showDocument = middleware().window?.showDocument ?? assert.fail('no showDocument middleware');
+  const report = 'file:///tmp/drtriton-reports-1000/3f2a9c0d1e2b/model.ScaledActivation.md';
+  const passedOn: string[] = [];
+  const next = async (params: { uri: string }) => {
+    passedOn.push(params.uri);
+    return { success: true };
+  };
+  assert.deepEqual(await showDocument({ uri: report, takeFocus: true }, CancellationToken.None, next), { success: true });
+  const previews = recorded.executed.filter(({ command }) => command === 'markdown.showPreviewToSide');
+  assert.deepEqual(previews.map(({ args }) => String(args[0])), [report]);
+  assert.deepEqual(passedOn, []);
+
+  const elsewhere = 'file:///work/notes.md';
+  await showDocument({ uri: elsewhere, takeFocus: true }, CancellationToken.None, next);
+  assert.deepEqual(passedOn, [elsewhere]);
+  assert.equal(recorded.executed.filter(({ command }) => command === 'markdown.showPreviewToSide').length, 1);
+});

@@ -30,6 +30,9 @@ export class Uri {
   static file(path: string): Uri {
     return new Uri(path);
   }
+  static parse(value: string): Uri {
+    return new Uri(decodeURIComponent(value.replace(/^file:\/\//, '')));
+  }
   toString(): string {
     return `file://${this.fsPath}`;
   }
