@@ -73,6 +73,8 @@ class JobInput:
     text_hash: str
     settings: Settings
     outcome: Outcome | None = None
+    # the target's `class`/`def` line in `text` (1-based): where a failure's line is counted from
+    target_line: int = 1
 
 
 @dataclass(frozen=True)
@@ -257,7 +259,11 @@ class JobManager:
         except Cancelled:
             self.server.call_from_thread(self._finish, job, "cancelled", None, "cancelled; the worker was stopped")
         except DrtritonError as problem:
-            result = self._result(job, job_input, None, problem.message) if job_input.outcome is None else None
+            result = None
+            if job_input.outcome is None:
+                here = problem.line is not None and problem.path in (None, job_input.path)
+                offset = problem.line - job_input.target_line if here else None
+                result = self._result(job, job_input, None, problem.message, problem.hint, offset)
             self.server.call_from_thread(self._finish, job, "failed", result, problem.message, problem.hint)
         except Exception as bug:  # a drtriton bug must end this job only, never the server
             logger.exception("job %s failed", job.id)
@@ -285,7 +291,9 @@ class JobManager:
         return True
 
     @staticmethod
-    def _result(job: Job, job_input: JobInput, outcome, error: str) -> TargetResult:
+    def _result(
+        job: Job, job_input: JobInput, outcome, error: str, hint: str = "", problem_offset: int | None = None
+    ) -> TargetResult:
         return TargetResult(
             uri=job.uri,
             target_name=job.target_name,
@@ -294,6 +302,8 @@ class JobManager:
             source_version=job_input.version,
             outcome=outcome,
             error=error,
+            hint=hint,
+            problem_offset=problem_offset,
         )
 
     def _report(self, job: Job, step: str) -> None:

@@ -93,7 +93,7 @@ class DrtritonLanguageServer(LanguageServer):
             self.reported_large_documents.add(uri)
             self.tell(f"{analysis.problem.message}. {analysis.problem.hint}", types.MessageType.Warning)
         dropped = self.results.drop_stale(analysis)
-        if dropped:
+        if dropped or self.results.for_document(analysis):  # results that stay follow their targets' lines
             self.publish_diagnostics(uri)
         if dropped or uri in self.provisional_lenses:
             self.provisional_lenses.discard(uri)
@@ -143,7 +143,8 @@ class DrtritonLanguageServer(LanguageServer):
 
     def publish_diagnostics(self, uri: str) -> None:
         """Publish, once the current text is analysed: fusion hints (after a save with onSave on) plus one
-        Information diagnostic per target with a current result."""
+        diagnostic per target with a current result: Information on the target's line for a verified kernel, a
+        Warning with what to do for a failure, on the line it names (an untraceable branch) where it names one."""
         self.in_background(self._publish_diagnostics(uri))
 
     async def _publish_diagnostics(self, uri: str) -> None:
@@ -167,12 +168,23 @@ class DrtritonLanguageServer(LanguageServer):
             ]
         for result in self.results.for_document(analysis):
             analyzed = analysis.target_named(result.target_name)
-            summary = one_line(result.report) if result.report else f"{result.target_name}: failed · {result.error}"
+            where = analyzed.target.name_span
+            if result.report is not None:
+                message = one_line(result.report)
+                verified = result.report["status"] == "verified"
+            else:
+                message = f"{result.target_name}: failed · {result.error}" + (f" {result.hint}" if result.hint else "")
+                verified = False
+                line = where.start_line + result.problem_offset if result.problem_offset is not None else 0
+                if 1 <= line <= len(lines):
+                    text = lines[line - 1].rstrip("\r\n")
+                    indent = len(text) - len(text.lstrip())
+                    where = SourceSpan(line, indent, line, len(text))
             diagnostics.append(
                 types.Diagnostic(
-                    range=client_range(document, lines, analyzed.target.name_span),
-                    message=summary,
-                    severity=types.DiagnosticSeverity.Information,
+                    range=client_range(document, lines, where),
+                    message=message,
+                    severity=types.DiagnosticSeverity.Information if verified else types.DiagnosticSeverity.Warning,
                     source=SOURCE,
                 )
             )
