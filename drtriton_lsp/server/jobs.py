@@ -13,7 +13,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from lsprotocol import types
 
@@ -142,6 +142,8 @@ class JobManager:
         self._warm_lock = threading.Lock()  # a spare is never started after close()
         self._warming = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drtriton-warm-worker")
         self._closed = False
+        # (uri, target) -> the work to start once the running job on that target ends (one, the newest)
+        self._follow_ups: dict[tuple[str, str], Callable[[], Coroutine[Any, Any, Any]]] = {}
 
     def warm_workers_for(self, path: str) -> None:
         """In the background: have workers started ahead for the next job on the file at `path` (if the
@@ -229,6 +231,11 @@ class JobManager:
         self.server.refresh_result_views()
         threading.Thread(target=self._run, args=(job, job_input), name=f"drtriton-job-{job.id}", daemon=True).start()
         return job
+
+    def after_running_job(self, uri: str, target_name: str, work: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Start `work` once the job running on the target ends; a later call replaces an earlier one (only the
+        newest text is worth a job)."""
+        self._follow_ups[(uri, target_name)] = work
 
     def cancel(self, job: Job) -> None:
         job.cancel.set()
@@ -329,6 +336,9 @@ class JobManager:
             self.server.tell(summary)
         self.server.publish_diagnostics(job.uri)
         self.server.refresh_result_views()
+        follow_up = self._follow_ups.pop((job.uri, job.target_name), None)
+        if follow_up is not None:
+            self.server.in_background(follow_up())
         if job.has_progress:
             # Last, so that a client which sees the end has already been sent the message and diagnostics.
             self.server.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message=summary))
