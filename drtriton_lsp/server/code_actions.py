@@ -10,7 +10,7 @@ from lsprotocol import types
 
 from drtriton_lsp.server.analysis import AnalyzedTarget
 from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_arguments
-from drtriton_lsp.server.verify_and_benchmark import BENCHMARK, VERIFY
+from drtriton_lsp.server.verify_and_benchmark import BENCHMARK, BENCHMARK_NEEDS_A_GPU, VERIFY
 
 PRAGMA_PREFIX = "# drtriton:"
 
@@ -62,8 +62,15 @@ def register(server: DrtritonLanguageServer) -> None:
             else:
                 actions.append(_command_action(f"drtriton: Generate Triton kernel for {name}", "drtriton.generate", arguments))
                 for kind, command in (("verify", VERIFY), ("benchmark", BENCHMARK)):
-                    if result is not None and not result.refusal_to(kind):
-                        actions.append(_command_action(f"drtriton: {kind.capitalize()} kernel for {name}", command, arguments))
+                    if result is None or result.refusal_to(kind):
+                        continue
+                    action = _command_action(f"drtriton: {kind.capitalize()} kernel for {name}", command, arguments)
+                    if kind == "benchmark" and ls.settings.device == "cpu":
+                        # shown greyed out with its reason where the editor can, else left out
+                        if not ls.client_supports("text_document", "code_action", "disabled_support"):
+                            continue
+                        action.disabled = types.CodeActionDisabled(reason=BENCHMARK_NEEDS_A_GPU)
+                    actions.append(action)
             if result is not None and result.applicable:
                 actions.append(_command_action(f"drtriton: Apply verified kernel to {name}", "drtriton.apply", arguments))
             if result is not None:

@@ -14,6 +14,7 @@ from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_f
 
 VERIFY = "drtriton.verify"
 BENCHMARK = "drtriton.benchmark"
+BENCHMARK_NEEDS_A_GPU = "benchmarking needs a GPU, and the drtriton.device setting is cpu (set it to auto or cuda)"
 
 
 async def request_on_stored_kernel(ls: DrtritonLanguageServer, uri: str, target_name: str, kind: str) -> dict[str, Any]:
@@ -38,6 +39,8 @@ async def _refusal(ls: DrtritonLanguageServer, uri: str, target_name: str, kind:
     refusal = result.refusal_to(kind)
     if refusal:
         return f"{target_name}: {refusal}"
+    if kind == "benchmark" and ls.settings.device == "cpu":
+        return f"{target_name}: {BENCHMARK_NEEDS_A_GPU}"
     return JobInput(
         text=result.source_text,
         version=result.source_version,

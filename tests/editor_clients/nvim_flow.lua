@@ -189,6 +189,11 @@ local function flow()
   wait_for('the third job to begin', 30000, function()
     return #progress > began
   end)
+  vim.cmd('DrtritonGenerate')  -- again, while it runs
+  wait_for('the second Generate to be answered', 15000, function()
+    return #notified > 0 and notified[#notified].message:find('already running', 1, true) ~= nil
+  end)
+  results.generate_while_running = notified[#notified].message
   vim.cmd('DrtritonCancel')
   wait_for('the third job to end', 60000, function()
     return ended_jobs() == 3

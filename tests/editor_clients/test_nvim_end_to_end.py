@@ -149,6 +149,13 @@ def test_apply_writes_the_kernel_and_keeps_the_original(flow):
     assert missing == [], "apply must only insert lines"
 
 
+def test_generate_while_a_job_runs_says_so(flow):
+    seen, _, _ = flow
+    assert seen["generate_while_running"] == (
+        "drtriton: a job is already running on this target; wait for it to end, or cancel it first (:DrtritonCancel)"
+    )
+
+
 def test_cancel_stops_the_running_job(flow):
     seen, _, _ = flow
     assert seen["cancelled_job_end"].startswith("cancelled")  # "; the worker was stopped", or "while queued"

@@ -25,19 +25,17 @@ export const TARGET_COMMANDS: readonly TargetCommand[] = [
   {
     paletteCommand: 'drtriton.generateAtCursor',
     serverCommand: SERVER_COMMANDS.generate,
-    nothingToRun:
-      'no target at the cursor (an nn.Module with a forward, or a function that calls torch), or a job is already running on it',
+    nothingToRun: 'no target at the cursor (an nn.Module with a forward, or a function that calls torch)',
   },
   {
     paletteCommand: 'drtriton.verifyAtCursor',
     serverCommand: SERVER_COMMANDS.verify,
-    nothingToRun: 'no kernel to verify at the cursor (or a job is running on it); run "drtriton: Generate Triton kernel" first',
+    nothingToRun: 'no kernel to verify at the cursor; run "drtriton: Generate Triton kernel" first',
   },
   {
     paletteCommand: 'drtriton.benchmarkAtCursor',
     serverCommand: SERVER_COMMANDS.benchmark,
-    nothingToRun:
-      'no verified kernel to benchmark at the cursor (or a job is running on it); run "drtriton: Generate Triton kernel" first',
+    nothingToRun: 'no verified kernel to benchmark at the cursor; run "drtriton: Generate Triton kernel" first',
   },
   {
     paletteCommand: 'drtriton.applyAtCursor',
@@ -56,13 +54,33 @@ export const TARGET_COMMANDS: readonly TargetCommand[] = [
   },
 ];
 
-/** The commands, in the server's order, of the actions that run `serverCommand`. */
+/** Why no action at the cursor runs the command: the server's reason for a greyed-out one (Benchmark without a GPU),
+ *  a job already running on the target (its Cancel action is there), or nothing of the kind at the cursor. */
+export function whyNothingRuns(actions: readonly (vscode.CodeAction | vscode.Command)[], target: TargetCommand): string {
+  const disabled = actions.find(
+    (action): action is vscode.CodeAction =>
+      'disabled' in action && action.disabled !== undefined && commandOf(action)?.command === target.serverCommand,
+  );
+  if (disabled?.disabled) {
+    return disabled.disabled.reason;
+  }
+  if (target.serverCommand !== SERVER_COMMANDS.cancel && actions.some((a) => commandOf(a)?.command === SERVER_COMMANDS.cancel)) {
+    return 'a job is already running on this target; wait for it to end, or cancel it first';
+  }
+  return target.nothingToRun;
+}
+
+function commandOf(action: vscode.CodeAction | vscode.Command): vscode.Command | undefined {
+  return typeof action.command === 'string' ? (action as vscode.Command) : action.command;
+}
+
+/** The commands, in the server's order, of the enabled actions that run `serverCommand`. */
 export function commandsRunning(
   actions: readonly (vscode.CodeAction | vscode.Command)[],
   serverCommand: string,
 ): vscode.Command[] {
-  const commands = actions.map((action) => (typeof action.command === 'string' ? (action as vscode.Command) : action.command));
-  return commands.filter((command): command is vscode.Command => command?.command === serverCommand);
+  const enabled = actions.filter((action) => !('disabled' in action && action.disabled !== undefined));
+  return enabled.map(commandOf).filter((command): command is vscode.Command => command?.command === serverCommand);
 }
 
 export async function runOnTargetAtCursor(target: TargetCommand): Promise<void> {
@@ -78,7 +96,7 @@ export async function runOnTargetAtCursor(target: TargetCommand): Promise<void> 
   );
   const commands = commandsRunning(actions ?? [], target.serverCommand);
   if (commands.length === 0) {
-    void vscode.window.showWarningMessage(`drtriton: ${target.nothingToRun}`);
+    void vscode.window.showWarningMessage(`drtriton: ${whyNothingRuns(actions ?? [], target)}`);
     return;
   }
   for (const command of commands) {

@@ -17,11 +17,10 @@ M.server_commands = {
 }
 
 local nothing_to_run = {
-  [M.server_commands.generate] = 'no target at the cursor (an nn.Module with a forward, or a function that calls torch), '
-    .. 'or a job is already running on it',
-  [M.server_commands.verify] = 'no kernel to verify at the cursor (or a job is running on it); run :DrtritonGenerate first',
-  [M.server_commands.benchmark] = 'no verified kernel to benchmark at the cursor (or a job is running on it); '
-    .. 'run :DrtritonGenerate first',
+  [M.server_commands.generate] = 'no target at the cursor (an nn.Module with a forward, or a function that calls torch)',
+  [M.server_commands.verify] = 'no kernel to verify at the cursor; run :DrtritonGenerate first',
+  [M.server_commands.benchmark] = 'no verified kernel to benchmark at the cursor (run :DrtritonGenerate first), '
+    .. 'or the drtriton.device setting is cpu (benchmarking needs a GPU)',
   [M.server_commands.apply] = 'no verified kernel to apply at the cursor; run :DrtritonGenerate first',
   [M.server_commands.show_report] = 'no report at the cursor yet; run :DrtritonGenerate first',
   [M.server_commands.cancel] = 'no job is running on the target at the cursor',
@@ -104,15 +103,21 @@ function M.run_target_command(server_command, first_line, last_line)
       notify('listing code actions failed: ' .. err.message, vim.log.levels.ERROR)
       return
     end
-    local ran = false
+    local ran, job_running = false, false
     for _, action in ipairs(actions or {}) do
-      if action.command and action.command.command == server_command then
+      local command = action.command and action.command.command
+      if command == server_command and not action.disabled then
         client:exec_cmd(action.command, { bufnr = bufnr })
         ran = true
       end
+      job_running = job_running or command == M.server_commands.cancel
     end
     if not ran then
-      notify(nothing_to_run[server_command], vim.log.levels.WARN)
+      local why = nothing_to_run[server_command]
+      if job_running and server_command ~= M.server_commands.cancel then
+        why = 'a job is already running on this target; wait for it to end, or cancel it first (:DrtritonCancel)'
+      end
+      notify(why, vim.log.levels.WARN)
     end
   end, bufnr)
 end

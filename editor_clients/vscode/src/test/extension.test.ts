@@ -171,9 +171,35 @@ test('Benchmark with only Generate offered at the cursor (no verified kernel) sa
   recorded.codeActions = [{ title: 'drtriton: Generate', command: { title: 'Generate', command: 'drtriton.generate', arguments: [] } }];
   await recorded.commands.get('drtriton.benchmarkAtCursor')?.();
   assert.deepEqual(recorded.warnings, [
-    'drtriton: no verified kernel to benchmark at the cursor (or a job is running on it); run "drtriton: Generate Triton kernel" first',
+    'drtriton: no verified kernel to benchmark at the cursor; run "drtriton: Generate Triton kernel" first',
   ]);
   assert.ok(!recorded.executed.some((call) => call.command === 'drtriton.generate'));
+});
+
+test("a greyed-out action is not run: the server's reason is shown (Benchmark with drtriton.device = cpu)", async () => {
+  await activated();
+  cursorInPythonFile();
+  const reason = 'benchmarking needs a GPU, and the drtriton.device setting is cpu (set it to auto or cuda)';
+  recorded.codeActions = [
+    { title: 'drtriton: Benchmark', command: { title: 'Benchmark', command: 'drtriton.benchmark', arguments: [] }, disabled: { reason } },
+  ];
+  await recorded.commands.get('drtriton.benchmarkAtCursor')?.();
+  assert.deepEqual(recorded.warnings, [`drtriton: ${reason}`]);
+  assert.ok(!recorded.executed.some((call) => call.command === 'drtriton.benchmark'));
+});
+
+test('Generate while a job runs on the target says that a job is running', async () => {
+  await activated();
+  cursorInPythonFile();
+  recorded.codeActions = [{ title: 'drtriton: Cancel job 3', command: { title: 'Cancel', command: 'drtriton.cancel', arguments: ['3'] } }];
+  await recorded.commands.get('drtriton.generateAtCursor')?.();
+  assert.deepEqual(recorded.warnings, ['drtriton: a job is already running on this target; wait for it to end, or cancel it first']);
+  recorded.commandResults.set('drtriton.cancel', { cancelled: true, jobId: '3' });
+  await recorded.commands.get('drtriton.cancelAtCursor')?.();
+  assert.deepEqual(
+    recorded.executed.filter((call) => call.command === 'drtriton.cancel'),
+    [{ command: 'drtriton.cancel', args: ['3'] }],
+  );
 });
 
 test('with no matching code action at the cursor, the user is told why', async () => {
