@@ -10,8 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import torch
+import numpy
 
+from drtriton_lsp.compiler.aten_schemas import schema_of
 from drtriton_lsp.compiler.graph import OpGraph, OpNode
 from drtriton_lsp.compiler.names import NameScope
 
@@ -413,9 +414,30 @@ def _render_addcdiv(call: OpRendering) -> list[str]:
 
 def _scalar_in_dtype_of(call: OpRendering, scalar: float | int, tensor_name: str) -> str:
     """A Python scalar as PyTorch sees it next to a tensor: rounded to the tensor's float dtype."""
-    operand = call.arguments[tensor_name]
-    rounded = torch.tensor(scalar, dtype=getattr(torch, operand.dtype)).item()
-    return float_literal(rounded)
+    return float_literal(stored_as(scalar, call.arguments[tensor_name].dtype))
+
+
+def stored_as(value: float | int, dtype: str) -> float | int | bool:
+    """`value` as a tensor of `dtype` holds it (`torch.tensor(value, dtype=dtype).item()`, without torch): floats
+    rounded to nearest even, through float32 for the 16-bit ones as c10 converts; integers truncated."""
+    if dtype == "bool":
+        return bool(value)
+    if not dtype.startswith(("float", "bfloat")):
+        return int(value)
+    if dtype == "float64":
+        return float(value)
+    with numpy.errstate(over="ignore"):
+        single = numpy.float32(value)
+    if dtype == "float32":
+        return float(single)
+    if dtype == "float16":
+        with numpy.errstate(over="ignore"):
+            return float(numpy.float16(single))
+    if numpy.isnan(single):
+        return float("nan")
+    bits = int(single.view(numpy.uint32))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # bfloat16: the upper half, rounded to nearest even
+    return float(numpy.uint32(bits).view(numpy.float32))
 
 
 def _render_masked_fill(call: OpRendering) -> list[str]:
@@ -590,25 +612,15 @@ ELEMENTWISE_OPS: dict[str, ElementwiseOp] = {
 }
 
 
-def aten_schema(op: str) -> torch.FunctionSchema | None:
-    """The schema of "aten.<name>.<overload>", or None for anything else (getitem, sym ops)."""
-    parts = op.split(".")
-    if len(parts) != 3 or parts[0] != "aten":
-        return None
-    packet = getattr(torch.ops.aten, parts[1], None)
-    overload = getattr(packet, parts[2], None) if packet is not None else None
-    return overload._schema if overload is not None else None
-
-
 def is_mutating(node: OpNode) -> bool:
     """Whether the op writes into one of its inputs (add_, relu_, copy_, ...)."""
-    schema = aten_schema(node.op)
+    schema = schema_of(node.op)
     return schema is not None and schema.is_mutable
 
 
 def bind_arguments(node: OpNode) -> dict[str, Any]:
     """The node's arguments by schema name, defaults filled in, in schema order."""
-    schema = aten_schema(node.op)
+    schema = schema_of(node.op)
     if schema is None:
         raise KeyError(node.op)
     bound: dict[str, Any] = {}
@@ -618,7 +630,7 @@ def bind_arguments(node: OpNode) -> dict[str, Any]:
         elif argument.name in node.kwargs:
             bound[argument.name] = node.kwargs[argument.name]
         else:
-            bound[argument.name] = argument.default_value if argument.has_default_value() else None
+            bound[argument.name] = argument.default if argument.has_default else None
     return bound
 
 
@@ -636,12 +648,12 @@ def is_fusible(node: OpNode, graph: OpGraph, *, graph_mutates: bool) -> bool:
     if graph_mutates and entry.may_return_input:
         return False
     bound = bind_arguments(node)
-    schema = aten_schema(node.op)
+    schema = schema_of(node.op)
     reads_a_tensor = False
     operand_dtypes: set[str] = set()
     for argument in schema.arguments:
         value = bound[argument.name]
-        argument_type = str(argument.type)
+        argument_type = argument.type
         is_reference = isinstance(value, dict) and "ref" in value
         if is_reference:
             spec = graph.spec_of(value["ref"])

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from drtriton_lsp.compiler.elementwise import ELEMENTWISE_OPS, aten_schema, is_fusible, is_mutating
+from drtriton_lsp.compiler.aten_schemas import schema_of
+from drtriton_lsp.compiler.elementwise import ELEMENTWISE_OPS, is_fusible, is_mutating
 from drtriton_lsp.compiler.forward_source import is_bookkeeping
 from drtriton_lsp.compiler.graph import OpGraph, OpNode
 from drtriton_lsp.compiler.names import NameScope
@@ -80,11 +81,10 @@ def _is_view(node: OpNode) -> bool:
     """Ops whose results alias their input (view, permute, expand, slice, split, ...): no data moves."""
     if node.op in UNANNOTATED_VIEWS:
         return True
-    schema = aten_schema(node.op)
-    if schema is None or schema.is_mutable or len(schema.returns) != 1:
+    schema = schema_of(node.op)
+    if schema is None or schema.is_mutable or len(schema.returns_alias) != 1:
         return False
-    alias = schema.returns[0].alias_info
-    return alias is not None and not alias.is_write
+    return schema.returns_alias[0] == "read"
 
 
 def live_readers(graph: OpGraph, roles: GraphRoles) -> dict[str, list[str]]:

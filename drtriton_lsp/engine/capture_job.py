@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import torch
 
+from drtriton_lsp.compiler.aten_schemas import read_from_torch
 from drtriton_lsp.engine.capture import capture, capture_graph
 from drtriton_lsp.engine.devices import describe_devices
 from drtriton_lsp.engine.specialization import record_guards
@@ -55,8 +56,11 @@ def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict
     for node in graph.nodes:
         if node.source_line is not None and task.line_map:
             object.__setattr__(node, "source_line", task.origin_line(node.source_line))
+    # the signatures of the graph's ops, so the caller plans and lowers kernels without importing torch
+    schemas = {op: read_from_torch(op) for op in dict.fromkeys(node.op for node in graph.nodes)}
     return {
         "graph": graph.to_json(), "guards": guards, "devices": describe_devices(), "capture_note": captured.static_note,
+        "schemas": {op: schema.to_json() if schema is not None else None for op, schema in schemas.items()},
     }
 
 

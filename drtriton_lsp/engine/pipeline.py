@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from drtriton_lsp import __version__
+from drtriton_lsp.compiler import aten_schemas
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.devices import COMMAND_LINE_DEVICE, DeviceOption, describe_device, likely_device, resolve_device
@@ -143,6 +144,7 @@ def optimize_target(
     devices = capture["devices"]
     device = resolve_device(options.device, devices, path, options.device_option)
     graph = OpGraph.from_json(capture["graph"])
+    aten_schemas.remember(capture["schemas"])
     guards = capture["guards"]
     # verification and timing may hold the task's tensors several times over: their cap follows the task's size
     options = dataclasses.replace(

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from drtriton_lsp.compiler.elementwise import ELEMENTWISE_OPS, aten_schema
+from drtriton_lsp.compiler.aten_schemas import schema_of
+from drtriton_lsp.compiler.elementwise import ELEMENTWISE_OPS
 from drtriton_lsp.compiler.templates import TEMPLATES
 from drtriton_lsp.compiler.templates.conv import CONV_OVERLOADS
 from drtriton_lsp.compiler.templates.loss import LOSS_READERS
@@ -110,5 +111,5 @@ def test_coverage_table_names_every_template_overload(coverage_table):
 
 def test_coverage_names_only_real_overloads(text: str):
     section = _section(text, "## Coverage")
-    unknown = sorted({overload for overload in OVERLOAD.findall(section) if aten_schema(overload) is None})
+    unknown = sorted({overload for overload in OVERLOAD.findall(section) if schema_of(overload) is None})
     assert not unknown, f"not ATen overloads in this torch: {unknown}"

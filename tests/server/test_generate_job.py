@@ -4,6 +4,7 @@ The verdict shows once on the target's line (the lens), with no inlay hint repea
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from lsp_helpers import (
@@ -39,6 +40,9 @@ async def test_generate_verifies_and_apply_writes_one_versioned_edit(client, exa
     steps = [report.message for report in progress if isinstance(report, types.WorkDoneProgressReport)]
     assert "capturing the graph (torch.export) in a worker" in steps
     assert end.message.startswith("ScaledActivation: verified")
+    # the compiler planned and lowered the kernels in the server's job thread, from the op signatures the capture
+    # worker sent: the server itself never loads torch (hundreds of MB); everything torch runs in workers
+    assert "libtorch" not in Path(f"/proc/{client._server.pid}/maps").read_text()
 
     if client.editor == "visual-studio-code":  # refreshed at the start and the end of the job
         await wait_until(lambda: client.code_lens_refreshes >= 2, 5, "a code lens refresh")
