@@ -33,7 +33,7 @@ def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict
     module = load_task(task, directory)
     model = build_model(task, module, directory, seed=params.get("seed", 0))
     inputs = draw_inputs(task, module, directory, seed=params.get("seed", 0))
-    progress("capturing the graph with torch.export")
+    progress("running torch.export")
     try:
         with torch.no_grad():
             captured = capture(model, tuple(inputs), task_file(directory))
@@ -50,7 +50,7 @@ def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict
         "dropout" in node.op or "batch_norm" in node.op for node in graph.nodes
     )
     if is_method and not mode_dependent:
-        progress("capturing the graph again in training mode")
+        progress("running torch.export again in training mode")
         mode_dependent = _differs_in_training_mode(model, inputs, graph, task_file(directory))
     guards = record_guards(model, module, inputs, graph, mode_dependent, is_method)
     for node in graph.nodes:

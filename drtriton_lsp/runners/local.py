@@ -298,7 +298,11 @@ class LocalRunner:
         """
         limits = limits or JobLimits()
         key = self._environment_key(env, python_path)
-        worker = self._spares.take(key, method) or _Worker.start(key)
+        worker = self._spares.take(key, method)
+        if worker is None:
+            if on_progress is not None:
+                on_progress("starting a worker process (it imports torch: a few seconds)")
+            worker = _Worker.start(key)
         if prepare_next is not None:
             self.prepare(env=prepare_next, python_path=python_path, method=prepare_next_for)
         try:

@@ -121,7 +121,7 @@ def _benchmark(job: Job, job_input: JobInput, progress: Progress, runner: LocalR
 
 
 JOB_KINDS = {
-    "generate": JobKind(first_step="starting", run=_generate),
+    "generate": JobKind(first_step="preparing the job", run=_generate),
     "verify": JobKind(first_step="verifying the stored kernel again", run=_verify),
     "benchmark": JobKind(first_step="benchmarking the stored kernel again", run=_benchmark),
 }

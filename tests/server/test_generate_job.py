@@ -39,6 +39,11 @@ async def test_generate_verifies_and_apply_writes_one_versioned_edit(client, exa
     assert isinstance(progress[0], types.WorkDoneProgressBegin) and progress[0].cancellable
     steps = [report.message for report in progress if isinstance(report, types.WorkDoneProgressReport)]
     assert "capturing the graph (torch.export) in a worker" in steps
+    # one vocabulary for the capture's steps, and the wait for a worker said as what it is
+    capture_steps = steps[steps.index("capturing the graph (torch.export) in a worker"):steps.index("generating Triton kernels")]
+    expected = {"starting a worker process (it imports torch: a few seconds)", "importing the task", "running torch.export"}
+    assert expected <= set(capture_steps), capture_steps  # warmWorker is off in these tests: no worker waits ahead
+    assert not any("capturing the graph with" in step for step in steps)
     assert end.message.startswith("ScaledActivation: verified")
     # the compiler planned and lowered the kernels in the server's job thread, from the op signatures the capture
     # worker sent: the server itself never loads torch (hundreds of MB); everything torch runs in workers

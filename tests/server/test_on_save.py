@@ -57,7 +57,7 @@ async def test_on_save_search_starts_a_background_job(client, example_file):
         lambda: next((reports[0] for reports in client.progress_reports.values() if reports), None), 10, "a job"
     )
     (token,) = client.progress_reports
-    assert begin == types.WorkDoneProgressBegin(title="drtriton: ScaledActivation", message="starting", cancellable=True)
+    assert begin == types.WorkDoneProgressBegin(title="drtriton: ScaledActivation", message="preparing the job", cancellable=True)
     (lens,) = await code_lenses(client, uri)
     assert lens.command.title == "drtriton: generating a kernel… (click to cancel)"
     assert await execute(client, "drtriton.cancel", "1") == {"cancelled": True, "jobId": "1"}
