@@ -9,6 +9,7 @@ from __future__ import annotations
 from lsprotocol import types
 
 from drtriton_lsp.server.analysis import AnalyzedTarget
+from drtriton_lsp.source.extract import PRAGMA_PLACEHOLDER
 from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_arguments
 from drtriton_lsp.server.verify_and_benchmark import BENCHMARK, BENCHMARK_NEEDS_A_GPU, VERIFY
 
@@ -77,20 +78,30 @@ def register(server: DrtritonLanguageServer) -> None:
                 actions.append(_command_action(f"drtriton: Show report for {name}", "drtriton.showReport", arguments))
             stubs = [] if analyzed.edited_since_analysis else pragma_stub_lines(analyzed)
             if stubs:
-                indent = " " * analyzed.target.span.start_column
-                insert_at = types.Position(line=analyzed.target.span.start_line - 1, character=0)
-                edit = ls.document_edit(
-                    document, [types.TextEdit(types.Range(insert_at, insert_at), "".join(f"{indent}{line}\n" for line in stubs))]
-                )
-                actions.append(
-                    types.CodeAction(
-                        title=f"drtriton: Add example-input pragma to {name}",
-                        kind=types.CodeActionKind.QuickFix,
-                        edit=edit,
-                        is_preferred=True,
-                    )
-                )
+                actions.append(_pragma_quick_fix(ls, document, analyzed, stubs))
         return actions or None
+
+
+def _pragma_quick_fix(ls: DrtritonLanguageServer, document, analyzed: AnalyzedTarget, stubs: list[str]) -> types.CodeAction:
+    """Insert the pragma lines above the target. Values the file does not give stay placeholders: tab stops where
+    the editor takes snippet edits, else `<name>`, which the analysis then names as still to fill in."""
+    indent = " " * analyzed.target.span.start_column
+    insert_at = types.Position(line=analyzed.target.span.start_line - 1, character=0)
+    where = types.Range(insert_at, insert_at)
+    text = "".join(f"{indent}{line}\n" for line in stubs)
+    to_fill = PRAGMA_PLACEHOLDER.findall(text)
+    title = f"drtriton: Add example-input pragma to {analyzed.target.name}"
+    if to_fill:
+        title += f" (then fill in {', '.join(to_fill)})"
+    edit: types.TextEdit | types.SnippetTextEdit = types.TextEdit(where, text)
+    if to_fill and ls.client_supports("workspace", "workspace_edit", "snippet_edit_support"):
+        stops = iter(range(1, len(to_fill) + 1))
+        escaped = text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
+        snippet = PRAGMA_PLACEHOLDER.sub(lambda match: f"${{{next(stops)}:{match.group(1)}}}", escaped)
+        edit = types.SnippetTextEdit(range=where, snippet=types.StringValue(snippet))
+    return types.CodeAction(
+        title=title, kind=types.CodeActionKind.QuickFix, edit=ls.document_edit(document, [edit]), is_preferred=True
+    )
 
 
 def _command_action(title: str, command: str, arguments: list) -> types.CodeAction:

@@ -190,7 +190,9 @@ class DrtritonLanguageServer(LanguageServer):
             )
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
 
-    def document_edit(self, document: TextDocument, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
+    def document_edit(
+        self, document: TextDocument, edits: list[types.TextEdit | types.SnippetTextEdit]
+    ) -> types.WorkspaceEdit:
         """One undoable edit of one document, tied to the version it was computed for when the editor allows."""
         if self.client_supports("workspace", "workspace_edit", "document_changes"):
             identifier = types.OptionalVersionedTextDocumentIdentifier(uri=document.uri, version=document.version)

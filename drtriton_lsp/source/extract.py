@@ -53,6 +53,8 @@ from drtriton_lsp.source.targets import (
 )
 
 PRAGMA_KEYS = ("inputs", "init")
+# `<hidden>`: a value the quick fix could not find in the file, left for the user to fill in
+PRAGMA_PLACEHOLDER = re.compile(r"<(\w+)>")
 _PRAGMA = re.compile(r"^\s*#\s*drtriton:\s*(\w+)\s*=(.*)$")
 
 
@@ -231,6 +233,16 @@ def _check_pragma(
             path=parsed.path,
             line=line,
         )
+    placeholders = PRAGMA_PLACEHOLDER.findall(expression)
+    if placeholders:
+        names = ", ".join(f"`{name}`" for name in placeholders)
+        raise SourceError(
+            f"The drtriton {key} pragma on line {line} still holds placeholders for {names}.",
+            f"Put in the place of each <name> the value you use (a number, a shape, or a constant the file defines), "
+            f"e.g. {example}.",
+            path=parsed.path,
+            line=line,
+        )
     try:
         ast.parse(expression, mode="eval")
     except SyntaxError as error:
@@ -316,7 +328,11 @@ def _missing_inputs_error(
     ]
     what = "shapes"
     if located.init_required_params is None or located.init_required_params:
-        pragma_lines.append(f"    # drtriton: init = [{', '.join(located.init_required_params or ['...'])}]")
+        values = [
+            _value_in_file(parsed, target.name, position, name) or f"<{name}>"
+            for position, name in enumerate(located.init_required_params or ["arguments"])
+        ]
+        pragma_lines.append(f"    # drtriton: init = [{', '.join(values)}]")
         what = "shapes and values"
     hint = (
         f"Add this directly above {place}, with the {what} you use:\n"
@@ -329,6 +345,43 @@ def _missing_inputs_error(
     elif file_has_get_inputs:
         hint += "\n(get_inputs() in this file applies only to a class named Model, or to the only nn.Module.)"
     return SourceError(f"{target.name} has no example inputs.", hint, path=parsed.path, line=line)
+
+
+def _value_in_file(parsed: ParsedFile, class_name: str, position: int, parameter: str) -> str | None:
+    """A value for the constructor's `parameter` that the file itself gives: the argument of a call
+    `ClassName(...)` in the file, or a module constant named like the parameter (`hidden` or `HIDDEN`); None if none.
+    Only literals and module constants, so the pragma runs as the file would."""
+    constants = {
+        statement.targets[0].id: statement.value
+        for statement in parsed.tree.body
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)
+        and _is_literal(statement.value)
+    }
+
+    def usable(expression: ast.expr) -> str | None:
+        if _is_literal(expression) or (isinstance(expression, ast.Name) and expression.id in constants):
+            return ast.unparse(expression)
+        return None
+
+    for node in ast.walk(parsed.tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == class_name:
+            given = next((keyword.value for keyword in node.keywords if keyword.arg == parameter), None)
+            if given is None and position < len(node.args) and not any(isinstance(a, ast.Starred) for a in node.args):
+                given = node.args[position]
+            if given is not None and usable(given) is not None:
+                return usable(given)
+    for name in (parameter, parameter.upper()):
+        if name in constants:
+            return name
+    return None
+
+
+def _is_literal(expression: ast.expr) -> bool:
+    try:
+        ast.literal_eval(expression)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _statement_defining(parsed: ParsedFile, node: ast.stmt) -> TopLevelStatement:

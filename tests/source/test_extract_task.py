@@ -200,7 +200,7 @@ def test_missing_inputs_hint_shows_the_pragma_to_add():
     assert raised.value.hint == (
         "Add this directly above `class MLPBlock` (line 5), with the shapes and values you use:\n"
         "    # drtriton: inputs = [torch.randn(8, 64), torch.randn(8, 64)]\n"
-        "    # drtriton: init = [dim, hidden]\n"
+        "    # drtriton: init = [<dim>, <hidden>]\n"
         "or define get_inputs() and get_init_inputs() in the file, returning those lists."
     )
 
