@@ -34,10 +34,12 @@ from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.verify import Cancelled, verify_candidate, worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner, worker_python_path
+from drtriton_lsp.source.applied import applied_kernels
 from drtriton_lsp.source.dispatch import describe_guard
 from drtriton_lsp.source.extract import extract_task
+from drtriton_lsp.source.pyfile import parse_file
 from drtriton_lsp.source.targets import find_targets
-from drtriton_lsp.source.writeback import verification_candidate
+from drtriton_lsp.source.writeback import applied_kernel_candidate, verification_candidate
 
 Progress = Callable[[str], None]
 
@@ -232,6 +234,33 @@ def no_candidate_message(program: CompiledProgram) -> str:
             "nothing, so every op stays in PyTorch"
         )
     return "no op of this target maps to a Triton template yet; every op stays in PyTorch"
+
+
+def applied_outcome(source: str, path: str, target_name: str) -> Outcome:
+    """The kernel already written into the file for `target_name`, as an outcome that Verify and Benchmark take:
+    the task (the file's target without the written block and decorator) and, as the kernel, that task with the
+    block and decorator written in exactly as they stand in the file. Runs no code."""
+    applied = applied_kernels(parse_file(source, path)).get(target_name)
+    if applied is None:
+        raise DrtritonError(f"{target_name} has no kernel written into the file", "run Generate, then Apply, first")
+    task = extract_task(source, target_name, path)
+    task_target = "Model" if task.kind == "module" else target_name
+    report = build_report(
+        file=path,
+        target=target_name,
+        status="applied",
+        message=f"written into the file ({applied.summary()})",
+        device={"kind": "unknown", "name": "not verified in this session"},
+        verdict=None,
+        timing=None,
+        timing_note="not timed in this session",
+        search={},
+        kernel_source=applied_kernel_candidate(task.source, task_target, source, applied),
+        schedule=None,
+        replaced_ops=[],
+        kept_ops=[],
+    )
+    return Outcome(report=report, task=task)
 
 
 def reverify_refusal(outcome: Outcome) -> str:

@@ -13,6 +13,7 @@ from pygls.uris import to_fs_path  # NOTE: the analysis process imports this mod
 
 from drtriton_lsp.errors import SourceError
 from drtriton_lsp.server.fusion_hints import FusibleChain, fusible_chains
+from drtriton_lsp.source.applied import AppliedKernel, applied_kernels
 from drtriton_lsp.source.extract import TargetInputs, targets_with_inputs
 from drtriton_lsp.source.pyfile import parse_file
 from drtriton_lsp.source.targets import SourceSpan, Target
@@ -36,6 +37,8 @@ class AnalyzedTarget:
     target: Target
     inputs: TargetInputs
     text_hash: str | None
+    # the kernels Apply wrote into the file for this target, when it did (then no hint or on-save job for it)
+    applied: AppliedKernel | None = None
 
     @property
     def edited_since_analysis(self) -> bool:
@@ -86,10 +89,13 @@ def analyze_document(uri: str, version: int | None, text: str) -> DocumentAnalys
     except SourceError as problem:
         return DocumentAnalysis(uri, version, path, (), problem)
     lines = text.splitlines(keepends=True)
+    parsed = parse_file(text, path)
+    applied = applied_kernels(parsed)
     analyzed = tuple(
-        AnalyzedTarget(entry.target, entry, span_text_hash(lines, entry.target.span)) for entry in availability
+        AnalyzedTarget(entry.target, entry, span_text_hash(lines, entry.target.span), applied.get(entry.target.name))
+        for entry in availability
     )
-    chains = fusible_chains(parse_file(text, path).tree, [entry.target for entry in availability])
+    chains = fusible_chains(parsed.tree, [entry.target for entry in availability if entry.target.name not in applied])
     return DocumentAnalysis(uri, version, path, analyzed, None, tuple(chains))
 
 
@@ -156,7 +162,7 @@ def carried_over(analysis: DocumentAnalysis, change: LineChange, version: int | 
             continue  # the edit covers the target's name: left out until the analysis catches up
         target = _with_spans(analyzed.target, carried)
         inputs = dataclasses.replace(analyzed.inputs, target=target)
-        targets.append(AnalyzedTarget(target, inputs, None if edited else analyzed.text_hash))
+        targets.append(AnalyzedTarget(target, inputs, None if edited else analyzed.text_hash, analyzed.applied))
         if not edited:
             kept_spans.append(span)
     chains = tuple(

@@ -11,6 +11,7 @@ from lsprotocol import types
 from drtriton_lsp.server.analysis import AnalyzedTarget
 from drtriton_lsp.source.extract import PRAGMA_PLACEHOLDER
 from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_arguments
+from drtriton_lsp.server.remove_kernel import REMOVE_KERNEL
 from drtriton_lsp.server.verify_and_benchmark import BENCHMARK, BENCHMARK_NEEDS_A_GPU, VERIFY
 
 PRAGMA_PREFIX = "# drtriton:"
@@ -60,6 +61,11 @@ def register(server: DrtritonLanguageServer) -> None:
                 actions.append(
                     _command_action(f"drtriton: Cancel job {running.id} on {name}", "drtriton.cancel", [running.id])
                 )
+            elif analyzed.applied is not None:
+                actions.append(_command_action(f"drtriton: Re-verify the applied kernel of {name}", VERIFY, arguments))
+                if result is not None and not result.refusal_to("benchmark") and ls.settings.device != "cpu":
+                    actions.append(_command_action(f"drtriton: Benchmark the applied kernel of {name}", BENCHMARK, arguments))
+                actions.append(_command_action(f"drtriton: Remove kernel from {name}", REMOVE_KERNEL, arguments))
             else:
                 actions.append(_command_action(f"drtriton: Generate Triton kernel for {name}", "drtriton.generate", arguments))
                 for kind, command in (("verify", VERIFY), ("benchmark", BENCHMARK)):
@@ -72,7 +78,7 @@ def register(server: DrtritonLanguageServer) -> None:
                             continue
                         action.disabled = types.CodeActionDisabled(reason=BENCHMARK_NEEDS_A_GPU)
                     actions.append(action)
-            if result is not None and result.applicable:
+            if result is not None and result.applicable and analyzed.applied is None:
                 actions.append(_command_action(f"drtriton: Apply verified kernel to {name}", "drtriton.apply", arguments))
             if result is not None:
                 actions.append(_command_action(f"drtriton: Show report for {name}", "drtriton.showReport", arguments))

@@ -1,4 +1,5 @@
-"""`textDocument/codeLens`: one line above each target: its result, a running job, or "Generate Triton kernel".
+"""`textDocument/codeLens`: one line above each target: its result, a running job, its applied kernel (with
+Re-verify, Benchmark and Remove kernel), or "Generate Triton kernel".
 
 VS Code draws lenses above the line; Neovim shows them as virtual text after `vim.lsp.codelens.refresh()`.
 Answered at once from the newest analysis; when it was carried over to newer text, a refresh follows the next one.
@@ -12,7 +13,9 @@ from lsprotocol import types
 
 from drtriton_lsp.engine.report import summary
 from drtriton_lsp.server.language_server import DrtritonLanguageServer, client_range, target_arguments
+from drtriton_lsp.server.remove_kernel import REMOVE_KERNEL
 from drtriton_lsp.server.results import TargetResult
+from drtriton_lsp.server.verify_and_benchmark import BENCHMARK, VERIFY
 
 
 RUNNING_WORDS = {"generate": "generating a kernel", "verify": "verifying", "benchmark": "benchmarking"}
@@ -46,6 +49,16 @@ def register(server: DrtritonLanguageServer) -> None:
             if running is not None:  # the job's lens alone: an earlier result would read as the new one
                 title = f"drtriton: {RUNNING_WORDS.get(running.kind, running.kind)}… (click to cancel)"
                 lenses.append(_lens(where, title, "drtriton.cancel", [running.id]))
+            elif analyzed.applied is not None:  # written into the file: shown as applied, with its own actions
+                if result is None:
+                    lenses.append(_lens(where, f"drtriton: kernel {analyzed.applied.summary()}", VERIFY, arguments))
+                    lenses.append(_lens(where, "Re-verify", VERIFY, arguments))
+                else:
+                    lenses.append(_lens(where, lens_title(result), "drtriton.showReport", arguments))
+                    lenses.append(_lens(where, "Re-verify", VERIFY, arguments))
+                    if not result.refusal_to("benchmark") and ls.settings.device != "cpu":
+                        lenses.append(_lens(where, "Benchmark", BENCHMARK, arguments))
+                lenses.append(_lens(where, "Remove kernel", REMOVE_KERNEL, arguments))
             elif result is None:
                 lenses.append(_lens(where, "Generate Triton kernel", "drtriton.generate", arguments))
             else:

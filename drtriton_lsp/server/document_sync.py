@@ -63,7 +63,7 @@ async def start_background_search(ls: DrtritonLanguageServer, uri: str) -> None:
     _, analysis = found
     for analyzed in analysis.targets:
         name = analyzed.target.name
-        if analyzed.inputs.available and ls.results.current(analysis, name) is None:
+        if analyzed.inputs.available and analyzed.applied is None and ls.results.current(analysis, name) is None:
             answer = await request_generate(ls, uri, name, quiet=True)
             if answer["status"] == "already running":
                 ls.jobs.after_running_job(uri, name, lambda: start_background_search(ls, uri))

@@ -242,6 +242,7 @@ def build_server() -> DrtritonLanguageServer:
         document_sync,
         generate,
         hover,
+        remove_kernel,
         show_report,
         verify_and_benchmark,
     )
@@ -256,6 +257,7 @@ def build_server() -> DrtritonLanguageServer:
         generate,
         verify_and_benchmark,
         apply_kernel,
+        remove_kernel,
         show_report,
         debug_information,
     ):

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.server.generate import open_target
 from drtriton_lsp.server.jobs import JobInput
 from drtriton_lsp.server.language_server import DrtritonLanguageServer, target_from_arguments
+from drtriton_lsp.server.results import TargetResult
 
 VERIFY = "drtriton.verify"
 BENCHMARK = "drtriton.benchmark"
@@ -27,8 +29,19 @@ async def _refusal(ls: DrtritonLanguageServer, uri: str, target_name: str, kind:
     found = await open_target(ls, uri, target_name)
     if isinstance(found, str):
         return found
-    _, analysis = found
+    document, analysis = found
     result = ls.results.current(analysis, target_name)
+    analyzed = analysis.target_named(target_name)
+    if result is None and analyzed.applied is not None:  # the kernel written into the file, as it stands there
+        from drtriton_lsp.engine.pipeline import applied_outcome
+
+        try:
+            outcome = applied_outcome(document.source, analysis.path, target_name)
+        except DrtritonError as problem:
+            return f"{target_name}: {problem.message}. {problem.hint}"
+        result = TargetResult(
+            analysis.uri, target_name, analyzed.text_hash, document.source, document.version, outcome
+        )
     if result is None:
         outdated = ls.results.outdated_by(analysis, target_name)
         if outdated == "applied":

@@ -13,6 +13,7 @@ import textwrap
 from typing import TYPE_CHECKING, Any
 
 from drtriton_lsp.errors import SourceError
+from drtriton_lsp.source.applied import AppliedKernel
 from drtriton_lsp.source.candidate import GeneratedProgram
 from drtriton_lsp.source.dispatch import (
     DISPATCH_DECORATOR,
@@ -50,6 +51,17 @@ def write_back(
     guards: what the kernels are specialised on (engine/specialization.py); the dispatch checks them.
     Writing again for the same target replaces its block and decorator. A leading byte order mark stays.
     """
+    newline = newline_of(user_source.removeprefix(BYTE_ORDER_MARK))
+    parsed = parse_file(user_source.removeprefix(BYTE_ORDER_MARK))
+    is_method = find_located_target(parsed, target_name)[0].target.kind == "module"
+    block_text = _block_text(target_name, provenance, program, guards, newline)
+    call = _dispatch_call(program.forward_function, is_method)
+    return _with_block(user_source, target_name, block_text, call)
+
+
+def remove_kernel(user_source: str, target_name: str) -> str:
+    """The user's file without the block and the dispatch decorator written for `target_name`: Apply undone.
+    Every other byte stays (comments, line endings, a byte order mark)."""
     import libcst
 
     bom = BYTE_ORDER_MARK if user_source.startswith(BYTE_ORDER_MARK) else ""
@@ -57,20 +69,52 @@ def write_back(
     parsed = parse_file(source)
     located, _ = find_located_target(parsed, target_name)
     _check_markers(parsed)
-    newline = newline_of(source)
+    module = _without_block(libcst.parse_module(source), target_name)
+    index = _definition_index(module, target_name)
+    definition = module.body[index]
+    if located.target.kind == "module":
+        definition = _with_decorated_forward(definition, None)
+    else:
+        definition = _with_decorator(definition, None)
+    return bom + module.with_changes(body=[*module.body[:index], definition, *module.body[index + 1:]]).code
+
+
+def applied_kernel_candidate(task_source: str, task_target: str, applied_source: str, applied: AppliedKernel) -> str:
+    """The candidate that checks a kernel already in the user's file: the task with the file's block and dispatch
+    decorator written in exactly as they stand, and `ModelNew = Model` (see `verification_candidate`).
+
+    task_target: the target's name in the task ("Model" for a module target); applied: the file's block and line."""
+    lines = applied_source.removeprefix(BYTE_ORDER_MARK).splitlines(keepends=True)
+    newline = newline_of(task_source)
+    block_text = "".join(lines[applied.block_start - 1 : applied.block_end]).replace("\r\n", "\n")
+    block_text = (block_text + "\n\n").replace("\n", newline)
+    decorator = lines[applied.decorator_line - 1].strip().removeprefix("@")
+    written = _with_block(task_source, task_target, block_text, decorator)
+    return written.rstrip("\n") + "\n\n\n# the verifier builds ModelNew: the written-back Model itself\nModelNew = Model\n"
+
+
+def _with_block(user_source: str, target_name: str, block_text: str, decorator_call: str) -> str:
+    """`user_source` with `block_text` above the target's definition (replacing an earlier block for it) and the
+    dispatch decorator `@decorator_call` on its forward (or on the function)."""
+    import libcst
+
+    bom = BYTE_ORDER_MARK if user_source.startswith(BYTE_ORDER_MARK) else ""
+    source = user_source[len(bom):]
+    parsed = parse_file(source)
+    located, _ = find_located_target(parsed, target_name)
+    _check_markers(parsed)
     is_method = located.target.kind == "module"
 
     module = libcst.parse_module(source)
     module = _without_block(module, target_name)
     index = _definition_index(module, target_name)
     definition = module.body[index]
-    decorator = _dispatch_decorator(program.forward_function, is_method)
+    decorator = libcst.Decorator(decorator=libcst.parse_expression(decorator_call))
     if is_method:
         definition = _with_decorated_forward(definition, decorator)
     else:
         definition = _with_decorator(definition, decorator)
 
-    block_text = _block_text(target_name, provenance, program, guards, newline)
     block = libcst.parse_module(block_text)
     lines = list(definition.leading_lines)
     header = list(module.header)
@@ -182,12 +226,9 @@ def _definition_index(module: libcst.Module, name: str) -> int:
     return found[-1]
 
 
-def _dispatch_decorator(forward_function: str, is_method: bool) -> libcst.Decorator:
-    import libcst
-
+def _dispatch_call(forward_function: str, is_method: bool) -> str:
     method_flag = "" if is_method else ", is_method=False"
-    call = f"{DISPATCH_DECORATOR}({forward_function}, {specialization_name(forward_function)}{method_flag})"
-    return libcst.Decorator(decorator=libcst.parse_expression(call))
+    return f"{DISPATCH_DECORATOR}({forward_function}, {specialization_name(forward_function)}{method_flag})"
 
 
 def _is_dispatch_decorator(decorator: libcst.Decorator) -> bool:
@@ -197,17 +238,20 @@ def _is_dispatch_decorator(decorator: libcst.Decorator) -> bool:
     return isinstance(called, libcst.Name) and called.value == DISPATCH_DECORATOR
 
 
-def _with_decorator(function: libcst.FunctionDef, decorator: libcst.Decorator) -> libcst.FunctionDef:
-    """`function` with `decorator` outermost, in place of a dispatch decorator a write-back added before."""
+def _with_decorator(function: libcst.FunctionDef, decorator: libcst.Decorator | None) -> libcst.FunctionDef:
+    """`function` with `decorator` outermost, in place of a dispatch decorator a write-back added before;
+    decorator None: without the dispatch decorator."""
     existing = list(function.decorators)
     for index, present in enumerate(existing):
         if _is_dispatch_decorator(present):
+            if decorator is None:
+                return function.with_changes(decorators=existing[:index] + existing[index + 1:])
             existing[index] = present.with_changes(decorator=decorator.decorator)
             return function.with_changes(decorators=existing)
-    return function.with_changes(decorators=[decorator, *existing])
+    return function.with_changes(decorators=[decorator, *existing] if decorator is not None else existing)
 
 
-def _with_decorated_forward(cls: libcst.ClassDef, decorator: libcst.Decorator) -> libcst.ClassDef:
+def _with_decorated_forward(cls: libcst.ClassDef, decorator: libcst.Decorator | None) -> libcst.ClassDef:
     import libcst
 
     body = list(cls.body.body)

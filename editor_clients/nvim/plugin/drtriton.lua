@@ -26,6 +26,7 @@ target_command('DrtritonBenchmark', commands.benchmark, 'drtriton: time the veri
 target_command('DrtritonApply', commands.apply, 'drtriton: write the verified kernel into the target at the cursor')
 target_command('DrtritonShowReport', commands.show_report, 'drtriton: open the report of the target at the cursor')
 target_command('DrtritonCancel', commands.cancel, 'drtriton: cancel the job running on the target at the cursor')
+target_command('DrtritonRemoveKernel', commands.remove_kernel, 'drtriton: remove the kernel written into the target at the cursor')
 vim.api.nvim_create_user_command('DrtritonDebugInformation', drtriton.show_debug_information, {
   desc = 'drtriton: versions, settings, devices and jobs, in a scratch buffer',
 })

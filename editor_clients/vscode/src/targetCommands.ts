@@ -11,6 +11,7 @@ export const SERVER_COMMANDS = {
   apply: 'drtriton.apply',
   showReport: 'drtriton.showReport',
   cancel: 'drtriton.cancel',
+  removeKernel: 'drtriton.removeKernel',
   printDebugInformation: 'drtriton.printDebugInformation',
 } as const;
 
@@ -51,6 +52,11 @@ export const TARGET_COMMANDS: readonly TargetCommand[] = [
     paletteCommand: 'drtriton.cancelAtCursor',
     serverCommand: SERVER_COMMANDS.cancel,
     nothingToRun: 'no job is running on the target at the cursor',
+  },
+  {
+    paletteCommand: 'drtriton.removeKernelAtCursor',
+    serverCommand: SERVER_COMMANDS.removeKernel,
+    nothingToRun: 'no kernel written into the target at the cursor',
   },
 ];
 

@@ -13,6 +13,7 @@ M.server_commands = {
   apply = 'drtriton.apply',
   show_report = 'drtriton.showReport',
   cancel = 'drtriton.cancel',
+  remove_kernel = 'drtriton.removeKernel',
   debug_information = 'drtriton.printDebugInformation',
 }
 
@@ -24,6 +25,7 @@ local nothing_to_run = {
   [M.server_commands.apply] = 'no verified kernel to apply at the cursor; run :DrtritonGenerate first',
   [M.server_commands.show_report] = 'no report at the cursor yet; run :DrtritonGenerate first',
   [M.server_commands.cancel] = 'no job is running on the target at the cursor',
+  [M.server_commands.remove_kernel] = 'no kernel written into the target at the cursor (or a job is running on it)',
 }
 
 local RESTART_WAIT_MS = 5000

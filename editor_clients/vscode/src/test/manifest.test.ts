@@ -70,7 +70,7 @@ test('the keybinding and the editor context menu are offered in Python editors o
   const submenu: { command: string }[] = packageJson.contributes.menus[contextMenu[0].submenu ?? ''];
   assert.deepEqual(
     submenu.map((entry) => entry.command),
-    ['generate', 'verify', 'benchmark', 'apply', 'showReport', 'cancel'].map((kind) => `drtriton.${kind}AtCursor`),
+    ['generate', 'verify', 'benchmark', 'apply', 'showReport', 'cancel', 'removeKernel'].map((kind) => `drtriton.${kind}AtCursor`),
   );
   assert.ok(submenu.every((entry) => commandNames.has(entry.command)));
 });
