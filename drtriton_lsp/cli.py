@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="decode this schedule script (see a report's kernel.schedule) instead of the compiler's default; needs --target",
     )
 
+    _model_options(optimize)
+
     verify = commands.add_parser("verify", help="check a KernelBench-form candidate (ModelNew) against a task (Model)")
     verify.add_argument("task_file", type=Path)
     verify.add_argument("candidate_file", type=Path)
@@ -154,6 +156,41 @@ def _device_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    model = parser.add_argument_group("model", "a trained model writing candidates beside the compiler")
+    model.add_argument(
+        "--model",
+        metavar="URL_OR_PATH",
+        help="an OpenAI-compatible server's URL (e.g. http://localhost:8000/v1, as `vllm serve` starts) or a local "
+        "checkpoint directory (loaded with transformers in a worker process); its answers are verified and timed "
+        "beside the compiler's, the fastest verified kept",
+    )
+    model.add_argument("--model-kind", choices=["kernel", "script", "both"], default="kernel",
+                       help="what the model writes: a ModelNew module, a schedule script, or both (default kernel)")
+    model.add_argument("--samples", type=_positive, default=4, help="model answers per target and kind (default 4)")
+    model.add_argument("--turns", type=int, default=1,
+                       help="refinement turns: rejections and times go back to the model (default 1; 0: none)")
+    model.add_argument("--api-key-env", default="", metavar="NAME",
+                       help="the environment variable holding the server's API key (the key is never stored)")
+
+
+def model_settings(args: argparse.Namespace):
+    """The --model options as ModelSettings: a URL is an OpenAI-compatible server, a directory a checkpoint."""
+    from drtriton_lsp.models.settings import ModelSettings
+
+    common = dict(kind=args.model_kind, samples=args.samples, turns=max(0, args.turns), apiKeyEnv=args.api_key_env)
+    if args.model is None:
+        return ModelSettings()
+    if args.model.startswith(("http://", "https://")):
+        return ModelSettings(backend="openai", endpoint=args.model, **common)
+    if Path(args.model).is_dir():
+        return ModelSettings(backend="transformers", path=args.model, **common)
+    raise DrtritonError(
+        f"--model {args.model} is neither a URL nor a directory",
+        "pass an OpenAI-compatible server's URL (http://HOST:PORT/v1) or a checkpoint directory (save_pretrained)",
+    )
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -189,6 +226,7 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
         schedule=schedule,
         search=args.search,
         search_budget=SearchBudget(seconds=args.search_seconds),
+        model=model_settings(args),
     )
     outcomes = []
     with LocalRunner() as runner:  # closing it kills a worker started ahead for a job that did not come
@@ -266,6 +304,7 @@ def write_verified(source_file, outcomes, console: Console, provenance_text, *, 
     with_tests: also write a regression test per kernel, each run against the new text first (nothing is
     written unless every one passes).
     """
+    from drtriton_lsp.engine.pipeline import write_back_refusal
     from drtriton_lsp.engine.report import worth_writing_back
     from drtriton_lsp.source.extract import example_input_expressions
     from drtriton_lsp.source.files import replace_if_unchanged
@@ -287,6 +326,9 @@ def write_verified(source_file, outcomes, console: Console, provenance_text, *, 
                 f"{outcome.report['target']} is verified but slower than eager PyTorch "
                 f"({timing['speedup_vs_eager']:.2f}x on {outcome.report['device']['name']}); the original stays",
             )
+            continue
+        if write_back_refusal(outcome):
+            say(console, "not written: ", "yellow", f"{outcome.report['target']}: {write_back_refusal(outcome)}")
             continue
         text = write_back(text, outcome.report["target"], outcome.program, provenance_text(outcome), outcome.guards)
         written.append(outcome.report["target"])

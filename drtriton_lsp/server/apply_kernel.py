@@ -67,10 +67,12 @@ def register(server: DrtritonLanguageServer) -> None:
             # Asked in the background: the command answers now, the user may take their time to choose.
             ls.in_background(_offer_rerun(ls, uri, name, message))
             return {"applied": False, "message": message}
-        from drtriton_lsp.engine.pipeline import provenance_text  # imports torch; a job already did
+        from drtriton_lsp.engine.pipeline import provenance_text, write_back_refusal  # imports torch; a job already did
         from drtriton_lsp.source.writeback import write_back  # libcst: loaded on the first apply, not at start-up
 
         outcome = result.outcome
+        if write_back_refusal(outcome):
+            return _refuse(ls, f"{name}: {write_back_refusal(outcome)}")
         try:
             written = write_back(result.source_text, name, outcome.program, provenance_text(outcome), outcome.guards)
             test = await _checked_regression_test(ls, uri, name, result, written) if ls.settings.writeTests else None
