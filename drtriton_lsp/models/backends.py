@@ -213,6 +213,19 @@ def open_backend(settings: ModelSettings, runner) -> ModelBackend:
     raise ModelUnavailable(f"no model backend {settings.backend!r}")
 
 
+def backend_status(settings: ModelSettings) -> dict[str, Any]:
+    """For printDebugInformation: the backend, its model, and whether it answers now (the server lists its models;
+    a checkpoint directory has a config) or why not. Loads no model and imports no torch."""
+    if not settings.enabled:
+        return {"backend": "none", "answers": False, "problem": "no model: drtriton.model.backend is none"}
+    try:
+        backend = open_backend(settings, runner=None)  # the transformers backend needs a runner only to sample
+    except ModelUnavailable as unavailable:
+        return {"backend": settings.backend, "answers": False, "problem": unavailable.message}
+    problem = backend.problem()
+    return {"backend": backend.name, "model": backend.model, "answers": not problem, "problem": problem}
+
+
 def checkpoint_hash(directory: Path) -> str:
     """A content hash of a checkpoint directory: small files whole; large ones (weights) by name, size, and their
     first and last MiB, so that a 15 GB checkpoint is hashed in milliseconds and a retrained one still differs."""

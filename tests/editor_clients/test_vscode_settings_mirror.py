@@ -10,15 +10,18 @@ import dataclasses
 import json
 from pathlib import Path
 
+from drtriton_lsp.models.settings import ModelSettings
 from drtriton_lsp.server.settings import SECTION, Settings
 
 PACKAGE_JSON = Path(__file__).resolve().parents[2] / "editor_clients" / "vscode" / "package.json"
 
 
 def contributed_server_settings() -> dict[str, dict]:
+    """The top-level `drtriton.<name>` properties and the `drtriton.model.<name>` ones (as `model.<name>`)."""
     properties = json.loads(PACKAGE_JSON.read_text())["contributes"]["configuration"]["properties"]
     prefix = f"{SECTION}."
-    return {key[len(prefix) :]: value for key, value in properties.items() if key.startswith(prefix) and "." not in key[len(prefix) :]}
+    names = {key[len(prefix) :]: value for key, value in properties.items() if key.startswith(prefix)}
+    return {name: value for name, value in names.items() if "." not in name or name.startswith("model.")}
 
 
 def expected_property(definition: dataclasses.Field) -> dict:
@@ -36,4 +39,6 @@ def expected_property(definition: dataclasses.Field) -> dict:
 
 def test_every_server_setting_is_contributed_with_its_default_values_and_documentation():
     contributed = contributed_server_settings()
-    assert {field.name: expected_property(field) for field in dataclasses.fields(Settings)} == contributed
+    expected = {field.name: expected_property(field) for field in dataclasses.fields(Settings) if field.name != "model"}
+    expected.update({f"model.{field.name}": expected_property(field) for field in dataclasses.fields(ModelSettings)})
+    assert expected == contributed

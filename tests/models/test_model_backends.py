@@ -19,15 +19,17 @@ from drtriton_lsp import cli
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.model_search import CandidateBuilder, WorkerModelMeasurer, run_model_search
 from drtriton_lsp.engine.task import Task
+from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
 from drtriton_lsp.models.backends import (
     ModelUnavailable,
     OpenAIBackend,
     Sampling,
     TransformersBackend,
+    backend_status,
     open_backend,
 )
-from drtriton_lsp.models.settings import ModelSettings
+from drtriton_lsp.models.settings import ModelSettings, parse_model_settings
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.source.extract import extract_task
 
@@ -241,3 +243,31 @@ def test_optimize_against_a_dead_server_gives_the_compilers_result_and_says_why(
     assert report["search"]["winner"] == {"source": "compiler"}
     assert report["search"]["model"]["stopped"] == "unavailable"
     assert "did not answer" in report["search"]["model"]["problem"]
+
+
+def test_debug_information_says_whether_the_model_answers(answering_model, server):
+    assert backend_status(ModelSettings(backend="openai", endpoint=server(answering_model))) == {
+        "backend": "openai", "model": answering_model.name, "answers": True, "problem": "",
+    }
+    local = backend_status(ModelSettings(backend="transformers", path=str(answering_model)))
+    assert local["answers"] is True and local["model"] == str(answering_model.resolve())
+    missing = backend_status(ModelSettings(backend="transformers", path=str(answering_model / "missing")))
+    assert missing["answers"] is False and "no config.json" in missing["problem"]
+
+
+def test_model_settings_reject_bad_values_and_the_cli_tells_a_url_from_a_checkpoint(tmp_path):
+    settings, problems = parse_model_settings({"backend": "gpt", "samples": 0, "turns": 2, "colour": 1}, "drtriton.model")
+    assert settings == ModelSettings(turns=2)
+    assert problems == [
+        "drtriton.model.backend = 'gpt' is not one of none, openai, transformers, vllm; using 'none'",
+        "drtriton.model.samples = 0 is below the minimum 1; using 4",
+        "unknown setting drtriton.model.colour (known: backend, endpoint, name, path, kind, samples, turns, apiKeyEnv, "
+        "timeoutSeconds); ignored",
+    ]
+    parser = cli.build_parser()
+    url = cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", "http://h:8000/v1", "--turns", "3"]))
+    assert (url.backend, url.endpoint, url.turns) == ("openai", "http://h:8000/v1", 3)
+    local = cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", str(tmp_path), "--samples", "2"]))
+    assert (local.backend, local.path, local.samples) == ("transformers", str(tmp_path), 2)
+    with pytest.raises(DrtritonError, match="neither a URL nor a directory"):
+        cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", str(tmp_path / "absent")]))
