@@ -143,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the problems already in OUT/results.json (same device) and run only the others",
     )
 
+    _model_options(bench)
+
     commands.add_parser("worker", help="serve JSON-RPC jobs on stdin/stdout (used by drtriton itself)")
     return parser
 
@@ -510,12 +512,13 @@ def bench_options(args: argparse.Namespace, device: str):
         search=args.search,
         search_budget=SearchBudget(seconds=args.search_seconds),
         compile_max_autotune=args.max_autotune,
+        model=model_settings(args),
     )
 
 
 def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     """The bench's pipeline settings, as results.json records them (a resumed run must match them); max_autotune
-    only when on, so that runs from before the option resume as they were."""
+    and the model only when on, so that runs from before the options resume as they were."""
     pipeline: dict[str, Any] = {
         "trials": args.trials,
         "search": args.search,
@@ -523,6 +526,8 @@ def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.max_autotune:
         pipeline["max_autotune"] = True
+    if args.model:
+        pipeline["model"] = {"model": args.model, "kind": args.model_kind, "samples": args.samples, "turns": args.turns}
     return pipeline
 
 

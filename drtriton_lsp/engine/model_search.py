@@ -89,7 +89,9 @@ class ModelSearch:
             "turns": self.settings.turns,
             "answers": len(self.candidates),
             "verified": self.verified,
-            "rejections": [{"reason": reason, "count": count} for reason, count in list(reasons.items())[:REPORTED_REASONS]],
+            "rejections": [
+                {"reason": reason, "count": count} for reason, count in list(reasons.items())[:REPORTED_REASONS]
+            ],
             "stopped": self.stopped,
             "problem": self.problem,
             "seconds": round(self.seconds, 2),
@@ -100,7 +102,9 @@ class CandidateBuilder:
     """Turns answers into candidates for one target: a kernel answer is the module itself; a script answer is
     decoded by the compiler and written back into the task exactly as a compiler candidate is."""
 
-    def __init__(self, task: Task, graph: OpGraph, guards: list[dict[str, Any]], prefix: str, forward_params: list[str]):
+    def __init__(
+        self, task: Task, graph: OpGraph, guards: list[dict[str, Any]], prefix: str, forward_params: list[str]
+    ):
         self.task, self.graph, self.guards = task, graph, guards
         self.prefix, self.forward_params = prefix, forward_params
 
@@ -127,7 +131,8 @@ class CandidateBuilder:
             return ModelCandidate(origin, script.script or completion.strip(), reason=f"invalid script: {script.error}")
         try:
             program = compile_graph(
-                self.graph, prefix=self.prefix, forward_params=self.forward_params, has_self=True, schedule=script.script
+                self.graph, prefix=self.prefix, forward_params=self.forward_params, has_self=True,
+                schedule=script.script,
             )
         except DrtritonError as error:
             return ModelCandidate(origin, script.script, reason=f"invalid script: {error.message}")

@@ -93,7 +93,9 @@ class OpenAIBackend:
             return unavailable.message
         return ""
 
-    def complete(self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None = None) -> list[list[str]]:
+    def complete(
+        self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None = None
+    ) -> list[list[str]]:
         model = self._model or self._served_model(timeout_s=self.timeout_s)
         body = {
             "model": model, "prompt": prompts, "n": sampling.samples, "temperature": sampling.temperature,
@@ -172,7 +174,9 @@ class TransformersBackend:
             return f"{self.path} is not a checkpoint directory (no config.json); save one with save_pretrained"
         return ""
 
-    def complete(self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None = None) -> list[list[str]]:
+    def complete(
+        self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None = None
+    ) -> list[list[str]]:
         from drtriton_lsp.errors import DrtritonError
         from drtriton_lsp.runners.local import JobFailure, JobLimits
 
@@ -188,7 +192,8 @@ class TransformersBackend:
         except JobFailure as failure:
             if failure.reason == "cancelled":
                 raise SamplingCancelled() from failure
-            raise ModelUnavailable(f"the model worker failed: {failure.detail}\n{failure.stderr_tail}".strip()) from failure
+            detail = f"{failure.detail}\n{failure.stderr_tail}".strip()
+            raise ModelUnavailable(f"the model worker failed: {detail}") from failure
         except DrtritonError as error:
             raise ModelUnavailable(f"the model worker refused: {error.message}") from error
         return answer["completions"]

@@ -43,7 +43,9 @@ class LoadedModel:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32 if self.device == "cpu" else "auto")
         self.model = model.to(self.device).eval()
 
-    def sample(self, prompts: list[str], samples: int, temperature: float, max_tokens: int, seed: int) -> list[list[str]]:
+    def sample(
+        self, prompts: list[str], samples: int, temperature: float, max_tokens: int, seed: int
+    ) -> list[list[str]]:
         """Per prompt, `samples` completions, batched in one `generate` call."""
         torch = self.torch
         batch = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)

@@ -112,7 +112,7 @@ def parse_settings(base: Settings, raw: Any) -> tuple[Settings, list[str]]:
 def settings_documentation() -> str:
     """A Markdown table of every setting: name, default, allowed values, effect."""
     rows = ["| setting | default | values | effect |", "|---|---|---|---|"]
-    definitions = [(definition.name, definition) for definition in dataclasses.fields(Settings) if definition.name != "model"]
+    definitions = [(entry.name, entry) for entry in dataclasses.fields(Settings) if entry.name != "model"]
     definitions += [(f"model.{definition.name}", definition) for definition in dataclasses.fields(ModelSettings)]
     for name, definition in definitions:
         choices = definition.metadata.get("choices")

@@ -256,7 +256,8 @@ def test_debug_information_says_whether_the_model_answers(answering_model, serve
 
 
 def test_model_settings_reject_bad_values_and_the_cli_tells_a_url_from_a_checkpoint(tmp_path):
-    settings, problems = parse_model_settings({"backend": "gpt", "samples": 0, "turns": 2, "colour": 1}, "drtriton.model")
+    raw = {"backend": "gpt", "samples": 0, "turns": 2, "colour": 1}
+    settings, problems = parse_model_settings(raw, "drtriton.model")
     assert settings == ModelSettings(turns=2)
     assert problems == [
         "drtriton.model.backend = 'gpt' is not one of none, openai, transformers, vllm; using 'none'",
@@ -271,3 +272,67 @@ def test_model_settings_reject_bad_values_and_the_cli_tells_a_url_from_a_checkpo
     assert (local.backend, local.path, local.samples) == ("transformers", str(tmp_path), 2)
     with pytest.raises(DrtritonError, match="neither a URL nor a directory"):
         cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", str(tmp_path / "absent")]))
+
+
+HYPOT = """import torch
+from torch import nn
+
+
+class Hypot(nn.Module):
+    def forward(self, x, y):
+        return torch.hypot(x, y)
+
+
+def get_inputs():
+    return [torch.randn(4, 64), torch.randn(4, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+HYPOT_KERNEL = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def hypot_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, tl.sqrt(x * x + y * y), mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x, y):
+        x, y = x.contiguous(), y.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        hypot_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
+        return out
+"""
+
+
+@pytest.mark.slow
+def test_where_the_compiler_has_nothing_a_models_verified_kernel_wins_and_is_not_written_back(tmp_path, capsys):
+    path = tmp_path / "hypot.py"
+    path.write_text(HYPOT)
+    prompt = formats.kernel_prompt(extract_task(HYPOT, "Hypot", str(path)).source)
+    checkpoint = build_tiny_model(tmp_path / "hypot_model", {prompt: HYPOT_KERNEL})
+    report_path = tmp_path / "report.json"
+    status = cli.main([
+        "optimize", str(path), "--device", "cpu", "--trials", "2", "--model", str(checkpoint), "--samples", "2",
+        "--turns", "0", "--json", str(report_path), "--write",
+    ])
+    report = json.loads(report_path.read_text())
+    assert status == cli.EXIT_OK and report["status"] == "verified"
+    search = report["search"]
+    assert search["candidates_by_source"] == {"compiler": 0, "model": 2}
+    winner = search["winner"]
+    assert (winner["source"], winner["kind"], winner["backend"], winner["turn"]) == ("model", "kernel", "transformers", 0)
+    assert winner["checkpoint"].startswith("sha256:") and winner["sample"] in (0, 1)
+    assert report["kernel"]["source"] == HYPOT_KERNEL and report["kernel"]["schedule"] is None
+    assert "aten.hypot.default" not in report["kept_ops"]
+    assert "write-back takes the compiler's programs" in " ".join(capsys.readouterr().err.split())
+    assert path.read_text() == HYPOT

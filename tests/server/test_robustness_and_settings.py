@@ -137,7 +137,8 @@ async def test_invalid_settings_are_reported_once_and_replaced_by_defaults(clien
     assert sorted(message.message for message in client.messages) == [
         "drtriton: drtriton setting onSave = 'sometimes' is not one of off, hint, search; using 'hint'",
         "drtriton: drtriton setting trials = 0 is below the minimum 1; using 5",
-        "drtriton: unknown drtriton setting 'colour' (known: device, onSave, trials, warmWorker, writeTests, writeBack, model); ignored",
+        "drtriton: unknown drtriton setting 'colour' (known: device, onSave, trials, warmWorker, writeTests, writeBack, "
+        "model); ignored",
     ]
 
 
