@@ -1,8 +1,5 @@
-"""Model-driven search: a model's answers for a target, beside the compiler's candidate, through the same verifier
-and benchmark; refinement turns give each answer's rejection reason or measured time back to the model.
-
-A model that is down, slow or cancelled ends only its own part: the answers measured so far stay, and the job
-goes on with the compiler's result. Every answer is untrusted code, judged by engine/verify.py like any candidate.
+"""Model-driven search: a model's answers (untrusted code) judged by the same verifier and benchmark as the compiler's
+candidate, refined over turns; a model that fails or is cancelled ends only its own part of the job.
 """
 
 from __future__ import annotations

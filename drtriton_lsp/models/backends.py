@@ -1,8 +1,5 @@
-"""Model backends: an OpenAI-compatible server over HTTP (standard library only), or a local transformers
-checkpoint sampled in a worker process (never in the language server's process); both answer `complete`.
-
-A backend that is down, slow or broken raises ModelUnavailable with a message for the user; the search then goes
-on with the compiler's candidates. Cancelling a request raises SamplingCancelled.
+"""Model backends: an OpenAI-compatible server over HTTP (standard library only), or a local transformers checkpoint
+sampled in a worker process; one that is down, slow or broken raises ModelUnavailable, saying why.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""A real OpenAI-compatible HTTP server for the tests, backed by a transformers checkpoint: `/v1/models` and
-`/v1/completions` (prompt lists, `n`, seed, temperature, max_tokens, stop), as vLLM's server answers them.
+"""A real OpenAI-compatible HTTP server for the tests over a transformers checkpoint (`/v1/models`, `/v1/completions`).
 
-`python tests/models/openai_server.py CHECKPOINT [--die-after N] [--delay S]` prints its port, then serves;
---die-after ends the process after answering N completion requests; --delay waits S seconds before each answer.
+`python openai_server.py CHECKPOINT [--die-after N] [--delay S]` prints its port; it can die after N answers, or lag.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Model backends and model-driven search with real models: tiny checkpoints built here, sampled by the transformers
-backend in a worker and by a real OpenAI-compatible HTTP server (tests/models/openai_server.py); answers judged by the
-real verifier. No model is mocked: a bad answer, a dead or slow server and a cancel are the real thing.
+"""Model backends and model-driven search with real tiny models, a real OpenAI-compatible server and the real verifier:
+bad answers, a dead or slow server and a cancel are the real thing, never mocks.
 """
 
 from __future__ import annotations
@@ -112,12 +111,19 @@ def noise_model(example, tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("noise"), answers, steps=0, context=200)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server():
-    """Start tests/models/openai_server.py on a checkpoint; returns its base URL. Stopped (if alive) at the end."""
+    """Start tests/models/openai_server.py on a checkpoint (once per checkpoint and options: a server that dies or
+    lags is asked for once); returns its base URL. Every server is stopped (if alive) after the module."""
     started: list[subprocess.Popen] = []
+    urls: dict[tuple, str] = {}
 
     def start(checkpoint: Path, *options: str) -> str:
+        if (checkpoint, options) not in urls:
+            urls[(checkpoint, options)] = launch(checkpoint, *options)
+        return urls[(checkpoint, options)]
+
+    def launch(checkpoint: Path, *options: str) -> str:
         process = subprocess.Popen(
             [sys.executable, str(SERVER), str(checkpoint), *options], stdout=subprocess.PIPE, text=True,
             env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
@@ -137,6 +143,7 @@ def expected(answer: str) -> str:
     return formats.kernel_completion(answer)
 
 
+@pytest.mark.slow  # a worker or a server process loads a model
 def test_transformers_backend_samples_the_checkpoint_in_a_worker(example, answering_model):
     with LocalRunner() as runner:
         backend = TransformersBackend(str(answering_model), runner=runner)
@@ -145,6 +152,7 @@ def test_transformers_backend_samples_the_checkpoint_in_a_worker(example, answer
     assert backend.checkpoint.startswith("sha256:") and backend.model == str(answering_model.resolve())
 
 
+@pytest.mark.slow  # a worker or a server process loads a model
 def test_openai_backend_samples_from_a_real_server(example, answering_model, server):
     backend = OpenAIBackend(server(answering_model))
     assert backend.problem() == ""
@@ -154,6 +162,7 @@ def test_openai_backend_samples_from_a_real_server(example, answering_model, ser
     assert backend.model == answering_model.name
 
 
+@pytest.mark.slow  # a worker or a server process loads a model
 def test_noise_is_rejected_with_the_parsers_message_and_fed_back_for_a_turn(example, noise_model, server):
     settings = ModelSettings(backend="openai", endpoint=server(noise_model), kind="both", samples=1, turns=1)
     with LocalRunner() as runner:
@@ -174,6 +183,7 @@ def test_noise_is_rejected_with_the_parsers_message_and_fed_back_for_a_turn(exam
     assert summary["answers"] == 4 and summary["rejections"] and summary["backend"] == "openai"
 
 
+@pytest.mark.slow  # a worker or a server process loads a model
 def test_a_server_that_dies_mid_job_ends_the_model_search_with_what_it_answered(example, noise_model, server):
     settings = ModelSettings(backend="openai", endpoint=server(noise_model, "--die-after", "1"), kind="script",
                              samples=2, turns=3)
@@ -184,6 +194,7 @@ def test_a_server_that_dies_mid_job_ends_the_model_search_with_what_it_answered(
     assert "did not answer" in search.problem and "2 tries" in search.problem
 
 
+@pytest.mark.slow  # a worker or a server process loads a model
 def test_a_slow_server_times_out_and_a_cancel_ends_sampling_at_once(example, noise_model, server):
     endpoint = server(noise_model, "--delay", "30")
     slow = OpenAIBackend(endpoint, timeout_s=1, retries=0)
@@ -245,6 +256,7 @@ def test_optimize_against_a_dead_server_gives_the_compilers_result_and_says_why(
     assert "did not answer" in report["search"]["model"]["problem"]
 
 
+@pytest.mark.slow  # a worker or a server process loads a model
 def test_debug_information_says_whether_the_model_answers(answering_model, server):
     assert backend_status(ModelSettings(backend="openai", endpoint=server(answering_model))) == {
         "backend": "openai", "model": answering_model.name, "answers": True, "problem": "",

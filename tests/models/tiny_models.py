@@ -1,6 +1,5 @@
-"""Tiny causal LMs built on the spot for the model-backend tests: a byte-level BPE tokenizer trained on the prompts,
-each whole answer one token of its vocabulary, and a two-layer Llama trained (a few dozen Adam steps) to answer each
-prompt with its token. No hub download: everything is made from the texts the tests pass in, in seconds on a CPU.
+"""Tiny causal LMs built on the spot (no hub download): a BPE tokenizer trained on the prompts with each whole answer
+one token, and a two-layer Llama trained in a few dozen steps to answer each prompt with its token.
 """
 
 from __future__ import annotations
