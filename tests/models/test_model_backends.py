@@ -17,6 +17,7 @@ from tiny_models import build_tiny_model
 from drtriton_lsp import cli
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.model_search import CandidateBuilder, WorkerModelMeasurer, run_model_search
+from drtriton_lsp.engine.suite_report import model_winners_text
 from drtriton_lsp.engine.task import Task
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
@@ -348,3 +349,18 @@ def test_where_the_compiler_has_nothing_a_models_verified_kernel_wins_and_is_not
     assert "aten.hypot.default" not in report["kept_ops"]
     assert "write-back takes the compiler's programs" in " ".join(capsys.readouterr().err.split())
     assert path.read_text() == HYPOT
+
+
+def test_bench_records_the_model_and_counts_the_kernels_it_won():
+    args = cli.build_parser().parse_args(["bench", "problems", "--model", "http://h:8000/v1", "--samples", "2"])
+    assert cli.bench_pipeline(args)["model"] == {"model": "http://h:8000/v1", "kind": "kernel", "samples": 2, "turns": 1}
+    assert cli.bench_options(args, "cuda").model.endpoint == "http://h:8000/v1"
+    searches = [
+        {"winner": {"source": "model"}, "candidates_by_source": {"compiler": 3, "model": 4}},
+        {"winner": {"source": "compiler"}, "candidates_by_source": {"compiler": 1, "model": 4}},
+    ]
+    problems = [{"status": "verified", "report": {"search": search}} for search in searches]
+    problems.append({"status": "error", "report": None})
+    assert model_winners_text(problems) == (
+        "model: 1 of 2 verified problems kept a model's kernel; candidates: 4 from the compiler, 8 from the model"
+    )
