@@ -5,9 +5,8 @@ Every candidate, whatever its source, goes through the same verifier and benchma
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any
 
 COMPILER = "compiler"
 MODEL = "model"
@@ -44,7 +43,3 @@ class Origin:
 
 COMPILER_ORIGIN = Origin(COMPILER)
 
-
-def count_by_source(origins: Iterable[Origin]) -> dict[str, int]:
-    """How many candidates each source gave, for the report's `search.candidates_by_source`."""
-    return dict(Counter(origin.source for origin in origins))
