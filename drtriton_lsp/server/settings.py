@@ -119,7 +119,7 @@ def settings_documentation() -> str:
         if isinstance(definition.default, bool):
             choices, default = ("true", "false"), str(definition.default).lower()
         else:
-            default = definition.default
+            default = definition.default if definition.default != "" else '""'
         if choices:
             values = " \\| ".join(f"`{choice}`" for choice in choices)
         else:

@@ -9,10 +9,11 @@ import subprocess
 import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from tiny_models import build_tiny_model
+from tiny_models import HYPOT, HYPOT_KERNEL, build_tiny_model
 
 from drtriton_lsp import cli
 from drtriton_lsp.compiler.graph import OpGraph
@@ -287,45 +288,6 @@ def test_model_settings_reject_bad_values_and_the_cli_tells_a_url_from_a_checkpo
         cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", str(tmp_path / "absent")]))
 
 
-HYPOT = """import torch
-from torch import nn
-
-
-class Hypot(nn.Module):
-    def forward(self, x, y):
-        return torch.hypot(x, y)
-
-
-def get_inputs():
-    return [torch.randn(4, 64), torch.randn(4, 64)]
-
-
-def get_init_inputs():
-    return []
-"""
-HYPOT_KERNEL = """import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def hypot_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    y = tl.load(y_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, tl.sqrt(x * x + y * y), mask=mask)
-
-
-class ModelNew(torch.nn.Module):
-    def forward(self, x, y):
-        x, y = x.contiguous(), y.contiguous()
-        out = torch.empty_like(x)
-        n = x.numel()
-        hypot_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
-        return out
-"""
-
 
 @pytest.mark.slow
 def test_where_the_compiler_has_nothing_a_models_verified_kernel_wins_and_is_not_written_back(tmp_path, capsys):
@@ -364,3 +326,31 @@ def test_bench_records_the_model_and_counts_the_kernels_it_won():
     assert model_winners_text(problems) == (
         "model: 1 of 2 verified problems kept a model's kernel; candidates: 4 from the compiler, 8 from the model"
     )
+
+
+def test_the_api_key_is_read_from_the_named_environment_variable_and_sent_as_a_bearer_token(monkeypatch):
+    seen: list[str | None] = []
+
+    class Models(BaseHTTPRequestHandler):
+        def log_message(self, *_args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            body = json.dumps({"data": [{"id": "m"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    listener = ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=listener.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{listener.server_address[1]}"
+    try:
+        monkeypatch.setenv("DRTRITON_TEST_KEY", "secret-1")
+        assert OpenAIBackend(endpoint, api_key_env="DRTRITON_TEST_KEY").problem() == ""
+        monkeypatch.delenv("DRTRITON_TEST_KEY")
+        assert OpenAIBackend(endpoint, api_key_env="DRTRITON_TEST_KEY").problem() == ""
+    finally:
+        listener.shutdown()
+    assert seen == ["Bearer secret-1", None]

@@ -8,6 +8,45 @@ from pathlib import Path
 
 from drtriton_lsp.models import formats
 
+# A target of an op the compiler has no template for (it generates nothing), and a kernel writer's answer for it.
+HYPOT = """import torch
+from torch import nn
+
+
+class Hypot(nn.Module):
+    def forward(self, x, y):
+        return torch.hypot(x, y)
+
+
+def get_inputs():
+    return [torch.randn(4, 64), torch.randn(4, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+HYPOT_KERNEL = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def hypot_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, tl.sqrt(x * x + y * y), mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x, y):
+        x, y = x.contiguous(), y.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        hypot_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
+        return out
+"""
 END_OF_TEXT = "<|endoftext|>"
 PADDING = "<|pad|>"
 CONTEXT = 1024
