@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="decode this schedule script (see a report's kernel.schedule) instead of the compiler's default; needs --target",
     )
 
+    _model_options(optimize)
+
     verify = commands.add_parser("verify", help="check a KernelBench-form candidate (ModelNew) against a task (Model)")
     verify.add_argument("task_file", type=Path)
     verify.add_argument("candidate_file", type=Path)
@@ -141,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the problems already in OUT/results.json (same device) and run only the others",
     )
 
+    _model_options(bench)
+
     commands.add_parser("worker", help="serve JSON-RPC jobs on stdin/stdout (used by drtriton itself)")
     return parser
 
@@ -151,6 +155,41 @@ def _device_option(parser: argparse.ArgumentParser) -> None:
         choices=["auto", "cpu", "cuda"],
         default="auto",
         help="auto: the GPU if the worker sees one, else the CPU with Triton's interpreter",
+    )
+
+
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    model = parser.add_argument_group("model", "a trained model writing candidates beside the compiler")
+    model.add_argument(
+        "--model",
+        metavar="URL_OR_PATH",
+        help="an OpenAI-compatible server's URL (e.g. http://localhost:8000/v1, as `vllm serve` starts) or a local "
+        "checkpoint directory (loaded with transformers in a worker process); its answers are verified and timed "
+        "beside the compiler's, the fastest verified kept",
+    )
+    model.add_argument("--model-kind", choices=["kernel", "script", "both"], default="kernel",
+                       help="what the model writes: a ModelNew module, a schedule script, or both (default kernel)")
+    model.add_argument("--samples", type=_positive, default=4, help="model answers per target and kind (default 4)")
+    model.add_argument("--turns", type=int, default=1,
+                       help="refinement turns: rejections and times go back to the model (default 1; 0: none)")
+    model.add_argument("--api-key-env", default="", metavar="NAME",
+                       help="the environment variable holding the server's API key (the key is never stored)")
+
+
+def model_settings(args: argparse.Namespace):
+    """The --model options as ModelSettings: a URL is an OpenAI-compatible server, a directory a checkpoint."""
+    from drtriton_lsp.models.settings import ModelSettings
+
+    common = dict(kind=args.model_kind, samples=args.samples, turns=max(0, args.turns), apiKeyEnv=args.api_key_env)
+    if args.model is None:
+        return ModelSettings()
+    if args.model.startswith(("http://", "https://")):
+        return ModelSettings(backend="openai", endpoint=args.model, **common)
+    if Path(args.model).is_dir():
+        return ModelSettings(backend="transformers", path=args.model, **common)
+    raise DrtritonError(
+        f"--model {args.model} is neither a URL nor a directory",
+        "pass an OpenAI-compatible server's URL (http://HOST:PORT/v1) or a checkpoint directory (save_pretrained)",
     )
 
 
@@ -189,6 +228,7 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
         schedule=schedule,
         search=args.search,
         search_budget=SearchBudget(seconds=args.search_seconds),
+        model=model_settings(args),
     )
     outcomes = []
     with LocalRunner() as runner:  # closing it kills a worker started ahead for a job that did not come
@@ -266,6 +306,7 @@ def write_verified(source_file, outcomes, console: Console, provenance_text, *, 
     with_tests: also write a regression test per kernel, each run against the new text first (nothing is
     written unless every one passes).
     """
+    from drtriton_lsp.engine.pipeline import write_back_refusal
     from drtriton_lsp.engine.report import worth_writing_back
     from drtriton_lsp.source.extract import example_input_expressions
     from drtriton_lsp.source.files import replace_if_unchanged
@@ -287,6 +328,9 @@ def write_verified(source_file, outcomes, console: Console, provenance_text, *, 
                 f"{outcome.report['target']} is verified but slower than eager PyTorch "
                 f"({timing['speedup_vs_eager']:.2f}x on {outcome.report['device']['name']}); the original stays",
             )
+            continue
+        if write_back_refusal(outcome):
+            say(console, "not written: ", "yellow", f"{outcome.report['target']}: {write_back_refusal(outcome)}")
             continue
         text = write_back(text, outcome.report["target"], outcome.program, provenance_text(outcome), outcome.guards)
         written.append(outcome.report["target"])
@@ -468,12 +512,13 @@ def bench_options(args: argparse.Namespace, device: str):
         search=args.search,
         search_budget=SearchBudget(seconds=args.search_seconds),
         compile_max_autotune=args.max_autotune,
+        model=model_settings(args),
     )
 
 
 def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     """The bench's pipeline settings, as results.json records them (a resumed run must match them); max_autotune
-    only when on, so that runs from before the option resume as they were."""
+    and the model only when on, so that runs from before the options resume as they were."""
     pipeline: dict[str, Any] = {
         "trials": args.trials,
         "search": args.search,
@@ -481,6 +526,8 @@ def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.max_autotune:
         pipeline["max_autotune"] = True
+    if args.model:
+        pipeline["model"] = {"model": args.model, "kind": args.model_kind, "samples": args.samples, "turns": args.turns}
     return pipeline
 
 

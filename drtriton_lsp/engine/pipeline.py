@@ -33,6 +33,8 @@ from drtriton_lsp.engine.search import SearchBudget
 from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.verify import Cancelled, verify_candidate, worker_environment
 from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.models.settings import ModelSettings
+from drtriton_lsp.models.sources import COMPILER, COMPILER_ORIGIN, MODEL
 from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner, worker_python_path
 from drtriton_lsp.source.applied import applied_kernels
 from drtriton_lsp.source.dispatch import describe_guard
@@ -68,6 +70,8 @@ class OptimizeOptions:
     search_budget: SearchBudget = field(default_factory=SearchBudget)
     search_parallel: int = 2
     search_cache: Path | None = None
+    # a model writing candidates beside the compiler (backend "none": the compiler alone)
+    model: ModelSettings = field(default_factory=ModelSettings)
     capabilities_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=120))
     capture_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=180))
     verify_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=600))
@@ -169,6 +173,7 @@ def optimize_target(
     search = {
         "backend": "compiler", "candidates": 1 if program.kernels else 0, "verified": 0, "seconds": 0.0,
         "stages_s": clock.seconds, "capture_note": capture.get("capture_note", ""),
+        "candidates_by_source": {COMPILER: 1 if program.kernels else 0},
     }
     common = dict(
         file=path,
@@ -180,7 +185,28 @@ def optimize_target(
         versions=versions,
         specialization=specialization_of(guards, task),
     )
-    if not program.kernels:
+    trial = None
+    if program.kernels:
+        trial = _verify_and_time(
+            task, graph, program, guards, device, device_info, options, runner, python_path, progress, cancel, clock
+        )
+        search["verified"] = int(trial.verdict.verified)
+        if trial.verdict.verified:
+            search["first_verified_s"] = round(trial.verified_at - started, 2)
+            search["winner"] = COMPILER_ORIGIN.to_json()
+        if options.search and trial.verdict.verified:
+            trial = _search(
+                task, graph, program, guards, trial, device, device_info, options, runner, python_path, progress,
+                cancel, search, versions, target_name, list(target.forward_params), clock,
+            )
+        search["candidates_by_source"][COMPILER] = search["candidates"]
+    if options.model.enabled:
+        with clock.stage("model"):
+            trial = _model_search(
+                task, graph, guards, trial, device, options, runner, python_path, progress, cancel, search,
+                snake_case(target_name), list(target.forward_params),
+            )
+    if trial is None:
         search["seconds"] = round(time.monotonic() - started, 2)
         return Outcome(
             build_report(
@@ -190,7 +216,7 @@ def optimize_target(
                 timing_note="nothing was generated",
                 kernel_source=None,
                 schedule=program.schedule,
-                message=no_candidate_message(program),
+                message=no_candidate_message(program) + model_note(search),
                 **common,
             ),
             program,
@@ -199,26 +225,17 @@ def optimize_target(
             user_input_shapes(graph),
         )
 
-    trial = _verify_and_time(
-        task, graph, program, guards, device, device_info, options, runner, python_path, progress, cancel, clock
-    )
-    search["verified"] = int(trial.verdict.verified)
-    if trial.verdict.verified:
-        search["first_verified_s"] = round(trial.verified_at - started, 2)
-    if options.search and trial.verdict.verified:
-        trial = _search(
-            task, graph, program, guards, trial, device, device_info, options, runner, python_path, progress, cancel,
-            search, versions, target_name, list(target.forward_params), clock,
-        )
     search["seconds"] = round(time.monotonic() - started, 2)
-    common["replaced_ops"], common["kept_ops"] = ops_of(trial.verdict, trial.program.replaced_ops, trial.program.kept_ops)
+    # a module a model wrote has no plan: only the verifier's audit of what ran says which ops it replaced
+    planned = (trial.program.replaced_ops, trial.program.kept_ops) if trial.program else ([], [])
+    common["replaced_ops"], common["kept_ops"] = ops_of(trial.verdict, *planned)
     report = build_report(
         status="verified" if trial.verdict.verified else "failed",
         verdict=trial.verdict,
         timing=trial.timing,
         timing_note=trial.timing_note,
         kernel_source=trial.candidate,
-        schedule=trial.program.schedule,
+        schedule=trial.program.schedule if trial.program else None,
         message="" if trial.verdict.verified else trial.verdict.explanation,
         **common,
     )
@@ -261,6 +278,26 @@ def applied_outcome(source: str, path: str, target_name: str) -> Outcome:
         kept_ops=[],
     )
     return Outcome(report=report, task=task)
+
+
+def model_note(search: dict[str, Any]) -> str:
+    """What the model's part of a search that produced no verified kernel amounts to ("" without a model)."""
+    model = search.get("model")
+    if model is None:
+        return ""
+    if model.get("problem"):
+        return f"; the model gave no candidate: {model['problem']}"
+    return f"; none of the model's {model['answers']} answers was verified"
+
+
+def write_back_refusal(outcome: Outcome) -> str:
+    """Why the outcome's verified kernel cannot be written into the user's file ("" when it can)."""
+    if outcome.program is None:
+        return (
+            "its kernel is a module a model wrote (the report's kernel.source); write-back takes the compiler's "
+            "programs (kernels and schedule scripts) only, so the original stays"
+        )
+    return ""
 
 
 def reverify_refusal(outcome: Outcome) -> str:
@@ -415,9 +452,10 @@ def _worker_devices(runner, options, python_path, progress, cancel) -> dict[str,
 
 @dataclass
 class _Trial:
-    """One compiled program, verified and (on a GPU) timed."""
+    """One candidate, verified and (on a GPU) timed; `program`: the compiled program it was written from (None: a
+    module a model wrote, which write-back cannot take)."""
 
-    program: CompiledProgram
+    program: CompiledProgram | None
     candidate: str
     verdict: Any
     timing: dict[str, Any] | None
@@ -532,6 +570,55 @@ def _search(
     )
     search["kept"] = "searched" if faster else "default"
     return searched if faster else default
+
+
+def _model_search(
+    task, graph, guards, compiler, device, options, runner, python_path, progress, cancel, search, prefix,
+    forward_params,
+) -> _Trial | None:
+    """The model's answers beside the compiler's result `compiler` (None: the compiler generated nothing), through
+    the same verifier and benchmark; returns the winner's trial. Updates the report's `search` entry in place."""
+    from drtriton_lsp.engine.model_search import CandidateBuilder, WorkerModelMeasurer, run_model_search
+    from drtriton_lsp.models.backends import ModelUnavailable, open_backend
+
+    search["backend"] = f"{search['backend']}+model"
+    try:
+        backend = open_backend(options.model, runner)
+    except ModelUnavailable as unavailable:
+        search["model"] = {"backend": options.model.backend, "problem": unavailable.message, "stopped": "unavailable"}
+        progress(f"model: {unavailable.message}; going on with the compiler's candidates")
+        return compiler
+    compiler_verified = compiler is not None and compiler.verdict.verified
+    measurer = WorkerModelMeasurer(
+        task, runner=runner, device=device, trials=options.trials, input_shapes=user_input_shapes(graph),
+        verify_limits=options.verify_limits, timing_limits=options.benchmark_limits, parallel=options.search_parallel,
+        python_path=python_path, cancel=cancel, compiler_candidate=compiler.candidate if compiler_verified else None,
+    )
+    builder = CandidateBuilder(task, graph, guards, prefix, forward_params)
+    result = run_model_search(backend, options.model, builder, measurer, progress=progress, cancel=cancel)
+    search["model"] = result.summary()
+    search["candidates"] += len(result.candidates)
+    search["verified"] += result.verified
+    search["candidates_by_source"][MODEL] = len(result.candidates)
+    best = result.best()
+    if best is None or result.stopped == "cancelled":
+        return compiler
+    if compiler_verified and (best.ms is None or measurer.compiler_ms is None or best.ms >= measurer.compiler_ms):
+        return compiler  # untimed (no GPU) or not faster: the compiler's verified kernel stays
+    search["winner"] = best.origin.to_json()
+    search["winner_ms"], search["compiler_ms"] = best.ms, measurer.compiler_ms
+    progress(f"the winner is {best.origin.describe()}")
+    timing, timing_note = None, INTERPRETER_NOTE
+    if device != "cpu" and options.benchmark:
+        progress("benchmarking the model's kernel: eager, torch.compile and Triton on the GPU")
+        measured = _call(
+            runner, "benchmark", benchmark_params(task, best.source, options), options.benchmark_limits, python_path,
+            progress, cancel, env=worker_environment(device),
+        )
+        timing, timing_note = measured["timing"], measured["reason"]
+    elif device != "cpu":
+        timing_note = "not timed: verification only was asked for"
+    return _Trial(best.program, best.source, best.verdict, timing, timing_note, time.monotonic())
 
 
 def ops_of(verdict, planned_replaced, planned_kept) -> tuple[list[str], list[str]]:

@@ -152,6 +152,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     capture_note = (report.get("search") or {}).get("capture_note")
     if capture_note:
         rows.append(("capture", capture_note))
+    rows += _source_rows(report.get("search") or {})
     correctness = report.get("correctness")
     if correctness:
         tolerance = ", ".join(f"{dtype}: atol {t['atol']:g}, rtol {t['rtol']:g}" for dtype, t in correctness["tolerance"].items())
@@ -215,6 +216,27 @@ def to_markdown(report: dict[str, Any]) -> str:
     if report["kernel"].get("schedule"):
         lines += ["", "Schedule:", "", "```", report["kernel"]["schedule"].rstrip(), "```"]
     return "\n".join(lines) + "\n"
+
+
+def _source_rows(search: dict[str, Any]) -> list[tuple[str, str]]:
+    """Where the candidates came from and which won, once a model took part (a compiler-only run shows none)."""
+    model = search.get("model")
+    if model is None:
+        return []
+    by_source = ", ".join(f"{source} {count}" for source, count in search.get("candidates_by_source", {}).items())
+    winner = search.get("winner") or {}
+    winning = winner.get("source", "none")
+    if winning == "model":
+        winning = f"model {winner['kind']}, sample {winner['sample']}, turn {winner['turn']}"
+    rows = [("candidates by source", by_source or "-"), ("winner", winning)]
+    model_text = f"{model['backend']}: {model.get('model') or '-'}"
+    if model.get("problem"):
+        model_text += f" (no answer: {model['problem']})"
+    elif model.get("stopped"):
+        model_text += f" (stopped: {model['stopped']})"
+    rows.append(("model", model_text))
+    rows += [(f"model answer rejected (x{entry['count']})", entry["reason"]) for entry in model.get("rejections", [])]
+    return rows
 
 
 def latency_text(latency: dict[str, Any]) -> str:

@@ -63,6 +63,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         + ("" if results["complete"] else " (partial: interrupted or still to resume with --resume)"),
         f"- pipeline: {pipeline_text(results['pipeline'])}",
     ]
+    if results["pipeline"].get("model"):
+        lines.append(f"- {model_winners_text(problems)}")
     if speed_measured(results):
         lines += provenance_of_ceilings(results)
     else:
@@ -96,6 +98,21 @@ def render_markdown(results: dict[str, Any]) -> str:
     if results["skipped_files"]:
         lines += ["", f"Skipped (not KernelBench form): {', '.join(results['skipped_files'])}"]
     return "\n".join(lines) + "\n"
+
+
+def model_winners_text(problems: list[dict[str, Any]]) -> str:
+    """How many verified problems' kept kernels a model wrote, and how many candidates each source gave."""
+    searches = [(record.get("report") or {}).get("search") or {} for record in problems]
+    won = sum((search.get("winner") or {}).get("source") == "model" for search in searches)
+    verified = sum(record["status"] == "verified" for record in problems)
+    given = {
+        source: sum(search.get("candidates_by_source", {}).get(source, 0) for search in searches)
+        for source in ("compiler", "model")
+    }
+    return (
+        f"model: {won} of {verified} verified problems kept a model's kernel; candidates: {given['compiler']} from the "
+        f"compiler, {given['model']} from the model"
+    )
 
 
 def pipeline_text(pipeline: dict[str, Any]) -> str:

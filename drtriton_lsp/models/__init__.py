@@ -1,4 +1,4 @@
-"""Models as candidate sources: the prompt and output formats a trained model reads and writes.
+"""Models as candidate sources beside the compiler: prompt and answer formats, backends, sources, settings.
 
-`formats` is shared with the training package (training imports it, never the reverse); it imports no torch.
+`formats` is shared with the training package (training imports it, never the reverse); nothing here imports torch.
 """

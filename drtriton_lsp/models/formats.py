@@ -95,14 +95,9 @@ def refine_prompt(graph: OpGraph, script: str, *, measured_ms: float | None = No
 
     measured_ms: the current script's measured time; feedback: why the current script was rejected."""
     current = script if script.endswith("\n") or not script else script + "\n"
-    if feedback:
-        verdict = "rejected: " + " ".join(feedback.split())
-    elif measured_ms is not None and math.isfinite(measured_ms):
-        verdict = f"measured {measured_ms:.4g} ms"
-    else:
-        verdict = "not measured"
     return (
-        f"{SCRIPT_WRITER_HEADER}\n### graph\n{render_graph(graph)}### current script, {verdict}\n{current}"
+        f"{SCRIPT_WRITER_HEADER}\n### graph\n{render_graph(graph)}### current script, "
+        f"{_verdict(measured_ms, feedback)}\n{current}"
         "### faster script\n"
     )
 
@@ -117,6 +112,20 @@ def kernel_prompt(program_source: str) -> str:
     """The kernel writer's task: a `ModelNew` module with Triton kernels for a KernelBench-form program."""
     program = program_source if program_source.endswith("\n") else program_source + "\n"
     return f"{KERNEL_WRITER_HEADER}\n### program\n{program}### ModelNew\n"
+
+
+def kernel_refine_prompt(
+    program_source: str, module_source: str, *, measured_ms: float | None = None, feedback: str = ""
+) -> str:
+    """The kernel writer's refinement task: a faster (or, after `feedback`, a correct) module than `module_source`.
+
+    measured_ms: the current module's measured time; feedback: why the verifier (or the parser) rejected it."""
+    program = program_source if program_source.endswith("\n") else program_source + "\n"
+    current = module_source if module_source.endswith("\n") or not module_source else module_source + "\n"
+    return (
+        f"{KERNEL_WRITER_HEADER}\n### program\n{program}### current ModelNew, {_verdict(measured_ms, feedback)}\n"
+        f"{current}### faster ModelNew\n"
+    )
 
 
 def kernel_completion(module_source: str) -> str:
@@ -176,6 +185,15 @@ def extract_kernel_answer(completion: str) -> KernelAnswer:
     if not any(isinstance(node, ast.ClassDef) and node.name == "ModelNew" for node in tree.body):
         return KernelAnswer(None, "the module defines no top-level class ModelNew")
     return KernelAnswer(text if text.endswith("\n") else text + "\n")
+
+
+def _verdict(measured_ms: float | None, feedback: str) -> str:
+    """What a refinement prompt says of the current answer: rejected (why), its measured time, or not measured."""
+    if feedback:
+        return "rejected: " + " ".join(feedback.split())
+    if measured_ms is not None and math.isfinite(measured_ms):
+        return f"measured {measured_ms:.4g} ms"
+    return "not measured"
 
 
 def _answer_text(completion: str) -> str:

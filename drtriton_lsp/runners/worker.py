@@ -1,6 +1,6 @@
 """`drtriton worker`: the process that runs user and generated code, answering JSON-RPC on stdio.
 
-Methods: capabilities, capture, verify, benchmark, time_candidates, ceilings, preload, shutdown. Anything
+Methods: capabilities, capture, verify, benchmark, time_candidates, ceilings, sample_model, preload, shutdown. Anything
 the code under test prints goes to stderr: file descriptor 1 is moved aside at start-up so only
 protocol messages reach the caller, even when a kernel or the user's module writes to stdout.
 """
@@ -54,6 +54,12 @@ def ceilings(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return run_ceilings(params, progress)
 
 
+def sample_model(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    from drtriton_lsp.models.sampling_job import run_sampling
+
+    return run_sampling(params, progress)
+
+
 def _warm_up_export() -> None:
     """Import torch.export's tracer, which pulls in TorchDynamo (seconds: most of a capture's time on a cold
     worker), and export a two-op module with a dynamic dim once, which settles the tracer's first-call work."""
@@ -105,6 +111,7 @@ METHODS: dict[str, Callable[[dict[str, Any], Progress], Any]] = {
     "benchmark": benchmark,
     "time_candidates": time_candidates,
     "ceilings": ceilings,
+    "sample_model": sample_model,
     "preload": preload,
 }
 

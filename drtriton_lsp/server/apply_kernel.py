@@ -55,6 +55,11 @@ def register(server: DrtritonLanguageServer) -> None:
         result = ls.results.current(found[1], name) if found is not None else None
         if found is not None and result is None and ls.results.outdated_by(found[1], name) == "applied":
             return _refuse(ls, f"{name}: its kernel is already applied; nothing was changed")
+        from drtriton_lsp.engine.pipeline import provenance_text, write_back_refusal
+        from drtriton_lsp.source.writeback import write_back  # libcst: loaded on the first apply, not at start-up
+
+        if result is not None and result.outcome is not None and write_back_refusal(result.outcome):
+            return _refuse(ls, f"{name}: {write_back_refusal(result.outcome)}")
         if found is None or result is None or not result.applicable:
             return _refuse(ls, f"{name} has no verified kernel to apply (one faster than eager, or untimed); run Generate first")
         document = found[0]
@@ -67,9 +72,6 @@ def register(server: DrtritonLanguageServer) -> None:
             # Asked in the background: the command answers now, the user may take their time to choose.
             ls.in_background(_offer_rerun(ls, uri, name, message))
             return {"applied": False, "message": message}
-        from drtriton_lsp.engine.pipeline import provenance_text  # imports torch; a job already did
-        from drtriton_lsp.source.writeback import write_back  # libcst: loaded on the first apply, not at start-up
-
         outcome = result.outcome
         try:
             written = write_back(result.source_text, name, outcome.program, provenance_text(outcome), outcome.guards)

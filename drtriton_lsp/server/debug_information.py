@@ -1,4 +1,4 @@
-"""`workspace/executeCommand` drtriton.printDebugInformation: versions, settings, devices, workers, jobs.
+"""`workspace/executeCommand` drtriton.printDebugInformation: versions, settings, model, devices, workers, jobs.
 
 Returned as text and written to the log (VS Code: the server's Output channel; Neovim: `:LspLog`).
 """
@@ -15,6 +15,7 @@ from typing import Any
 from lsprotocol import types
 
 from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.models.backends import backend_status
 from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
 from drtriton_lsp.server.language_server import DrtritonLanguageServer
 
@@ -33,6 +34,7 @@ def register(server: DrtritonLanguageServer) -> None:
                 "python": platform.python_version(),
             },
             "settings": dataclasses.asdict(ls.settings),
+            "model": await asyncio.to_thread(backend_status, ls.settings.model),
             "devices": await asyncio.to_thread(_worker_devices),
             "analysis": await ls.analyses.status(),
             "jobs": [job.describe() for job in ls.jobs.jobs.values()],

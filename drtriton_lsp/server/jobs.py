@@ -88,7 +88,9 @@ class JobKind:
 def _engine_options(settings: Settings) -> OptimizeOptions:
     from drtriton_lsp.engine.pipeline import OptimizeOptions
 
-    return OptimizeOptions(device=settings.device, trials=settings.trials, device_option=DEVICE_SETTING)
+    return OptimizeOptions(
+        device=settings.device, trials=settings.trials, device_option=DEVICE_SETTING, model=settings.model
+    )
 
 
 def _generate(job: Job, job_input: JobInput, progress: Progress, runner: LocalRunner) -> Outcome:

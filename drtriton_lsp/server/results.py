@@ -44,8 +44,9 @@ class TargetResult:
 
     @property
     def applicable(self) -> bool:
-        """Verified, and measured faster than eager PyTorch or not timed at all (no GPU)."""
-        return self.report is not None and worth_writing_back(self.report)
+        """Verified, measured faster than eager PyTorch or not timed at all (no GPU), and written by the compiler
+        (write-back takes its programs; a module a model wrote is reported, not written into the file)."""
+        return self.report is not None and worth_writing_back(self.report) and self.outcome.program is not None
 
     def refusal_to(self, kind: str) -> str:
         """Why a "verify" or "benchmark" job cannot run on this result's kernel ("" when it can); runs no code."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drtriton_lsp.engine.devices import DeviceOption
+from drtriton_lsp.models.settings import ModelSettings, parse_model_settings, setting_problem
 
 SECTION = "drtriton"
 # How the engine names the device option when it refuses one: this setting, not the CLI's --device.
@@ -77,6 +78,8 @@ class Settings:
             "(one undoable edit).",
         },
     )
+    # `drtriton.model.*`: an object of its own (models/settings.py documents each field)
+    model: ModelSettings = field(default_factory=ModelSettings)
 
 
 def parse_settings(base: Settings, raw: Any) -> tuple[Settings, list[str]]:
@@ -90,10 +93,14 @@ def parse_settings(base: Settings, raw: Any) -> tuple[Settings, list[str]]:
     problems = []
     for name, value in raw.items():
         definition = known.get(name)
+        if name == "model":
+            changes[name], model_problems = parse_model_settings(value, f"{SECTION}.model")
+            problems.extend(model_problems)
+            continue
         if definition is None:
             problems.append(f"unknown drtriton setting {name!r} (known: {', '.join(known)}); ignored")
             continue
-        problem = _problem_with(definition, value)
+        problem = setting_problem(definition, value)
         if problem:
             problems.append(f"drtriton setting {name} = {value!r} {problem}; using {definition.default!r}")
             changes[name] = definition.default
@@ -102,29 +109,20 @@ def parse_settings(base: Settings, raw: Any) -> tuple[Settings, list[str]]:
     return dataclasses.replace(base, **changes), problems
 
 
-def _problem_with(definition: dataclasses.Field, value: Any) -> str:
-    if isinstance(definition.default, bool):
-        return "" if isinstance(value, bool) else "is not true or false"
-    choices = definition.metadata.get("choices")
-    if choices is not None and value not in choices:
-        return f"is not one of {', '.join(choices)}"
-    if "minimum" in definition.metadata:
-        if not isinstance(value, int) or isinstance(value, bool):
-            return "is not a whole number"
-        if value < definition.metadata["minimum"]:
-            return f"is below the minimum {definition.metadata['minimum']}"
-    return ""
-
-
 def settings_documentation() -> str:
     """A Markdown table of every setting: name, default, allowed values, effect."""
     rows = ["| setting | default | values | effect |", "|---|---|---|---|"]
-    for definition in dataclasses.fields(Settings):
+    definitions = [(entry.name, entry) for entry in dataclasses.fields(Settings) if entry.name != "model"]
+    definitions += [(f"model.{definition.name}", definition) for definition in dataclasses.fields(ModelSettings)]
+    for name, definition in definitions:
         choices = definition.metadata.get("choices")
         if isinstance(definition.default, bool):
             choices, default = ("true", "false"), str(definition.default).lower()
         else:
-            default = definition.default
-        values = " \\| ".join(f"`{choice}`" for choice in choices) if choices else f"integer ≥ {definition.metadata['minimum']}"
-        rows.append(f"| `{SECTION}.{definition.name}` | `{default}` | {values} | {definition.metadata['doc']} |")
+            default = definition.default if definition.default != "" else '""'
+        if choices:
+            values = " \\| ".join(f"`{choice}`" for choice in choices)
+        else:
+            values = f"integer ≥ {definition.metadata['minimum']}" if "minimum" in definition.metadata else "text"
+        rows.append(f"| `{SECTION}.{name}` | `{default}` | {values} | {definition.metadata['doc']} |")
     return "\n".join(rows)

@@ -10,6 +10,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from drtriton_lsp.models.settings import ModelSettings
 from drtriton_lsp.server.settings import SECTION, Settings
 
 PACKAGE_JSON = Path(__file__).resolve().parents[2] / "editor_clients" / "vscode" / "package.json"
@@ -22,12 +23,10 @@ def contributed_settings() -> dict[str, dict]:
 
 
 def contributed_server_settings() -> dict[str, dict]:
+    """The top-level `drtriton.<name>` properties and the `drtriton.model.<name>` ones (as `model.<name>`)."""
     prefix = f"{SECTION}."
-    return {
-        key[len(prefix) :]: value
-        for key, value in contributed_settings().items()
-        if key.startswith(prefix) and "." not in key[len(prefix) :]
-    }
+    names = {key[len(prefix) :]: value for key, value in contributed_settings().items() if key.startswith(prefix)}
+    return {name: value for name, value in names.items() if "." not in name or name.startswith("model.")}
 
 
 def expected_property(definition: dataclasses.Field) -> dict:
@@ -48,14 +47,14 @@ def test_every_server_setting_is_contributed_with_its_default_values_and_documen
         name: {key: value for key, value in entry.items() if key not in EDITOR_ONLY_KEYS}
         for name, entry in contributed_server_settings().items()
     }
-    assert {field.name: expected_property(field) for field in dataclasses.fields(Settings)} == contributed
+    expected = {field.name: expected_property(field) for field in dataclasses.fields(Settings) if field.name != "model"}
+    expected.update({f"model.{field.name}": expected_property(field) for field in dataclasses.fields(ModelSettings)})
+    assert expected == contributed
 
 
 def test_server_settings_have_one_value_per_window():
     """The server asks `workspace/configuration` without a scopeUri: a per-folder value would be ignored."""
-    assert {name: entry.get("scope") for name, entry in contributed_server_settings().items()} == {
-        field.name: "window" for field in dataclasses.fields(Settings)
-    }
+    assert {entry.get("scope") for entry in contributed_server_settings().values()} == {"window"}
 
 
 def test_every_choice_of_every_setting_is_described():

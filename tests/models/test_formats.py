@@ -65,6 +65,17 @@ def test_refinement_prompt_carries_the_current_script_and_its_time_or_the_reject
     assert timed.startswith(formats.script_prompt(graph).removesuffix("### script\n"))
 
 
+
+def test_kernel_refinement_prompt_carries_the_program_the_current_module_and_its_time_or_the_rejection():
+    program, module = "class Model:\n    pass", "class ModelNew:\n    pass\n"
+    timed = formats.kernel_refine_prompt(program, module, measured_ms=1.5)
+    assert timed.startswith(formats.kernel_prompt(program).removesuffix("### ModelNew\n"))
+    assert timed.endswith(f"### current ModelNew, measured 1.5 ms\n{module}### faster ModelNew\n")
+    rejected = formats.kernel_refine_prompt(program, module, measured_ms=1.5, feedback="max abs error\n3.2")
+    assert "### current ModelNew, rejected: max abs error 3.2\n" in rejected
+    assert "### current ModelNew, not measured\n" in formats.kernel_refine_prompt(program, module)
+
+
 @pytest.mark.parametrize(
     ("completion", "expected"),
     [

@@ -5,6 +5,7 @@ What a user pastes into a bug report: every part must be there and true of the r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 from importlib.metadata import version
@@ -15,6 +16,9 @@ from lsp_helpers import TEST_SETTINGS, execute, open_file, wait_for_job_end, wai
 from lsprotocol import types
 
 import drtriton_lsp
+from drtriton_lsp.models.settings import ModelSettings
+
+DEFAULT_MODEL = dataclasses.asdict(ModelSettings())
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]  # a worker reports the devices (it imports torch)
 
@@ -33,7 +37,12 @@ async def test_debug_information_names_versions_settings_devices_and_workers(cli
         "lsprotocol": version("lsprotocol"),
         "python": platform.python_version(),
     }
-    assert information["settings"] == {**TEST_SETTINGS, "onSave": "hint", "writeTests": False, "writeBack": "inline"}
+    assert information["settings"] == {
+        **TEST_SETTINGS, "onSave": "hint", "writeTests": False, "writeBack": "inline", "model": DEFAULT_MODEL
+    }
+    assert information["model"] == {
+        "backend": "none", "answers": False, "problem": "no model: drtriton.model.backend is none"
+    }
     devices = information["devices"]
     assert isinstance(devices["cuda_available"], bool) and devices["cpu_name"]
     assert devices["versions"]["torch"] == version("torch")

@@ -5,12 +5,17 @@ Also a killed analysis process, and invalid settings pushed or pulled: each a cl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import psutil
 import pytest
 from lsp_helpers import TEST_SETTINGS, change_file, code_lenses, execute, open_file, wait_until
 from lsprotocol import types
+
+from drtriton_lsp.models.settings import ModelSettings
+
+DEFAULT_MODEL = dataclasses.asdict(ModelSettings())
 
 pytestmark = pytest.mark.asyncio
 
@@ -132,7 +137,8 @@ async def test_invalid_settings_are_reported_once_and_replaced_by_defaults(clien
     assert sorted(message.message for message in client.messages) == [
         "drtriton: drtriton setting onSave = 'sometimes' is not one of off, hint, search; using 'hint'",
         "drtriton: drtriton setting trials = 0 is below the minimum 1; using 5",
-        "drtriton: unknown drtriton setting 'colour' (known: device, onSave, trials, warmWorker, writeTests, writeBack); ignored",
+        "drtriton: unknown drtriton setting 'colour' (known: device, onSave, trials, warmWorker, writeTests, writeBack, "
+        "model); ignored",
     ]
 
 
@@ -153,4 +159,7 @@ async def test_settings_pulled_with_workspace_configuration(client):
         "drtriton: drtriton setting device = 'tpu' is not one of auto, cpu, cuda; using 'auto'",
     ]
     # initializationOptions first, then the pulled section; a rejected value falls back to its default.
-    assert information["settings"] == {**TEST_SETTINGS, "onSave": "search", "trials": 5, "device": "auto", "writeTests": False, "writeBack": "inline"}
+    assert information["settings"] == {
+        **TEST_SETTINGS, "onSave": "search", "trials": 5, "device": "auto", "writeTests": False, "writeBack": "inline",
+        "model": DEFAULT_MODEL,
+    }

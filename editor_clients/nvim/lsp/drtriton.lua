@@ -6,7 +6,8 @@ return {
   cmd = { 'drtriton-lsp' },
   filetypes = { 'python' },
   root_markers = { 'pyproject.toml', 'setup.py', 'setup.cfg', '.git' },
-  -- Answered to the server's `workspace/configuration` request (section "drtriton"), e.g. { drtriton = { device = 'cpu' } }.
+  -- Answered to the server's `workspace/configuration` request (section "drtriton"), e.g. { drtriton = { device = 'cpu' } };
+  -- a model beside the compiler: { drtriton = { model = { backend = 'openai', endpoint = 'http://localhost:8000/v1' } } }.
   settings = { drtriton = {} },
   -- Neovim 0.11 does not answer `workspace/codeLens/refresh` by itself; the handler below does, so the lens
   -- changes when a job starts and when it ends.

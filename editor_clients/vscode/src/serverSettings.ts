@@ -5,14 +5,19 @@ export const SECTION = 'drtriton';
 
 export type SettingsObject = Record<string, unknown>;
 
-/** The server's setting names: every contributed `drtriton.<name>` property without a further dot.
- *  Nested ones (`drtriton.server.pythonPath`, `drtriton.trace.server`) belong to this extension. */
+/** Nested settings that belong to the server, sent as one object each (`drtriton.model.backend` -> `model`). */
+export const SERVER_GROUPS: readonly string[] = ['model'];
+
+/** The server's setting names: every contributed `drtriton.<name>` property without a further dot, and each server
+ *  group once. Other nested ones (`drtriton.server.pythonPath`, `drtriton.trace.server`) belong to this extension. */
 export function serverSettingNames(contributedProperties: Record<string, unknown>): string[] {
   const prefix = `${SECTION}.`;
-  return Object.keys(contributedProperties)
+  const names = Object.keys(contributedProperties)
     .filter((key) => key.startsWith(prefix))
     .map((key) => key.slice(prefix.length))
+    .map((name) => (SERVER_GROUPS.includes(name.split('.')[0]) ? name.split('.')[0] : name))
     .filter((name) => !name.includes('.'));
+  return [...new Set(names)];
 }
 
 /** The server's settings out of VS Code's "drtriton" section (unknown keys would draw a warning from the server). */

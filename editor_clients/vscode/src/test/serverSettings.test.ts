@@ -7,15 +7,20 @@ import { test } from 'node:test';
 import { narrowConfigurationAnswer, restrictedSettings, serverSettingNames, serverSettings } from '../serverSettings';
 
 const packageJson = require('../../package.json');
-const SERVER_SETTINGS = ['device', 'onSave', 'trials', 'warmWorker', 'writeTests', 'writeBack'];
+const SERVER_SETTINGS = ['device', 'onSave', 'trials', 'warmWorker', 'writeTests', 'writeBack', 'model'];
 
-test('the server settings are the contributed top-level drtriton properties', () => {
+test('the server settings are the contributed top-level drtriton properties and the model group', () => {
   assert.deepEqual(serverSettingNames(packageJson.contributes.configuration.properties).sort(), [...SERVER_SETTINGS].sort());
 });
 
 test("the extension's own settings are left out of what the server gets", () => {
   const section = { device: 'cpu', trials: 2, server: { pythonPath: '/venv/bin/python' }, trace: { server: 'verbose' } };
   assert.deepEqual(serverSettings(section, SERVER_SETTINGS), { device: 'cpu', trials: 2 });
+});
+
+test('the model settings go to the server as one object', () => {
+  const section = { trials: 2, model: { backend: 'openai', endpoint: 'http://localhost:8000/v1' } };
+  assert.deepEqual(serverSettings(section, SERVER_SETTINGS), section);
 });
 
 test('a missing or malformed section gives no settings (the server keeps its defaults)', () => {

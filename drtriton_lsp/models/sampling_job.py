@@ -1,0 +1,68 @@
+"""The worker's `sample_model` job: load a transformers checkpoint and sample completions of prompts, batched.
+
+Runs only in a worker process (it imports torch and transformers); GPU when the worker sees one, else CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.models.formats import END_LINE
+
+
+def run_sampling(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    """params: path, prompts, samples, temperature (0: greedy), max_tokens, seed. Returns `completions`: per
+    prompt, `samples` texts (what follows the prompt, cut at the format's end line or end of text), and `device`."""
+    path = Path(params["path"])
+    if not (path / "config.json").is_file():
+        raise DrtritonError(f"{path} is not a checkpoint directory (no config.json)", "save one with save_pretrained")
+    progress(f"loading {path.name}")
+    loaded = LoadedModel(path)
+    progress(f"sampling {params['samples']} answers to {len(params['prompts'])} prompts on {loaded.device}")
+    completions = loaded.sample(
+        params["prompts"], params["samples"], params["temperature"], params["max_tokens"], params["seed"]
+    )
+    return {"completions": completions, "device": loaded.device}
+
+
+class LoadedModel:
+    """A causal LM and its tokenizer from a checkpoint directory, on the GPU when there is one, else the CPU."""
+
+    def __init__(self, path: Path):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.tokenizer.padding_side = "left"  # generation continues every prompt from its last token
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32 if self.device == "cpu" else "auto")
+        self.model = model.to(self.device).eval()
+
+    def sample(
+        self, prompts: list[str], samples: int, temperature: float, max_tokens: int, seed: int
+    ) -> list[list[str]]:
+        """Per prompt, `samples` completions, batched in one `generate` call."""
+        torch = self.torch
+        batch = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        prompt_length = batch["input_ids"].shape[1]
+        context = getattr(self.model.config, "max_position_embeddings", None)
+        max_new_tokens = max_tokens if context is None else min(max_tokens, context - prompt_length)
+        if max_new_tokens <= 0:
+            return [[""] * samples for _ in prompts]
+        torch.manual_seed(seed)
+        sampling: dict[str, Any] = {"do_sample": False}
+        if temperature > 0:
+            sampling = {"do_sample": True, "temperature": temperature, "top_p": 1.0}
+        with torch.no_grad():
+            output = self.model.generate(
+                **batch, max_new_tokens=max_new_tokens, num_return_sequences=samples, stop_strings=[END_LINE],
+                tokenizer=self.tokenizer, pad_token_id=self.tokenizer.pad_token_id, **sampling,
+            )
+        texts = [self.tokenizer.decode(row[prompt_length:], skip_special_tokens=True) for row in output]
+        # generate returns each prompt's samples together: prompt 0's, then prompt 1's, ...
+        return [texts[number * samples:(number + 1) * samples] for number in range(len(prompts))]

@@ -1,0 +1,79 @@
+"""A real OpenAI-compatible HTTP server for the tests over a transformers checkpoint (`/v1/models`, `/v1/completions`).
+
+`python openai_server.py CHECKPOINT [--die-after N] [--delay S]` prints its port; it can die after N answers, or lag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from drtriton_lsp.models.sampling_job import LoadedModel
+
+
+def serve(checkpoint: Path, die_after: int | None, delay_s: float) -> None:
+    loaded = LoadedModel(checkpoint)
+    name = checkpoint.name
+    answered = 0
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") == "/v1/models":
+                self._answer(200, {"object": "list", "data": [{"id": name, "object": "model"}]})
+            else:
+                self._answer(404, {"error": {"message": f"no route {self.path}"}})
+
+        def do_POST(self) -> None:
+            nonlocal answered
+            if self.path.rstrip("/") != "/v1/completions":
+                self._answer(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if request.get("model") != name:
+                self._answer(404, {"error": {"message": f"the model {request.get('model')!r} does not exist"}})
+                return
+            time.sleep(delay_s)
+            prompts = request["prompt"] if isinstance(request["prompt"], list) else [request["prompt"]]
+            samples = request.get("n", 1)
+            completions = loaded.sample(
+                prompts, samples, request.get("temperature", 1.0), request.get("max_tokens", 16), request.get("seed", 0)
+            )
+            choices = []
+            for prompt_number, texts in enumerate(completions):
+                for sample, text in enumerate(texts):
+                    for stop in request.get("stop") or []:
+                        text = text.split(stop)[0]
+                    choices.append({"index": prompt_number * samples + sample, "text": text, "finish_reason": "stop"})
+            self._answer(200, {"object": "text_completion", "model": name, "choices": choices})
+            answered += 1
+            if die_after is not None and answered >= die_after:
+                self.wfile.flush()
+                os._exit(0)  # the server dies, as a crashed or killed one does
+
+        def _answer(self, status: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("checkpoint", type=Path)
+    parser.add_argument("--die-after", type=int)
+    parser.add_argument("--delay", type=float, default=0.0)
+    arguments = parser.parse_args()
+    serve(arguments.checkpoint, arguments.die_after, arguments.delay)
