@@ -375,7 +375,7 @@ def test_resuming_refuses_results_from_another_device_or_pipeline_setting(tmp_pa
 def test_ctrl_c_stops_the_run_and_keeps_the_problems_already_done(tmp_path, monkeypatch):
     problems = [suite.Problem(tmp_path / f"{name}.py", f"{name}.py", "fusion") for name in ("a", "b", "c")]
 
-    def run_problem(problem, _options, _copy, _progress, cancel=None):
+    def run_problem(problem, _options, _copy, _progress, cancel=None, new_runner=None):
         if problem.name == "b.py":
             raise KeyboardInterrupt
         return record(problem.name, "fusion", vs_eager=2.0, vs_compile=1.5, fraction=0.9)
@@ -405,7 +405,7 @@ def test_problems_run_side_by_side_share_one_gpu_lock_that_is_gone_afterwards(tm
     running, most_at_once, locks = set(), [0], set()
     guard = threading.Lock()
 
-    def run_problem(problem, _options, _copy, _progress, cancel=None):
+    def run_problem(problem, _options, _copy, _progress, cancel=None, new_runner=None):
         with guard:
             running.add(problem.name)
             most_at_once[0] = max(most_at_once[0], len(running))

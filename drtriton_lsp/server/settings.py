@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drtriton_lsp.engine.devices import DeviceOption
+from drtriton_lsp.runners.ssh import DEFAULT_REMOTE_PYTHON, remote_problem
 
 SECTION = "drtriton"
 # How the engine names the device option when it refuses one: this setting, not the CLI's --device.
@@ -29,6 +30,29 @@ class Settings:
             "doc": "Where generated kernels are verified and timed. `auto`: the GPU if the worker sees one, "
             "else the CPU under Triton's interpreter (verified, but no speed claim). `cuda` without a GPU "
             "is reported as an error when a job starts.",
+        },
+    )
+    remote: str = field(
+        default="",
+        metadata={
+            "values": "`\"\"` \\| `ssh://[user@]host[:port]`",
+            "check": remote_problem,
+            "scope": "machine-overridable",
+            "doc": "Run every job's workers on a GPU host over ssh: `ssh://[user@]host[:port]`, or a host alias from "
+            "your ssh config (`ssh://gpu-box`). drtriton must be installed there (see `remotePython`). Uses your "
+            "`ssh` client, config and agent, and never prompts: the host's key must be known and your key loaded. "
+            "Your task's source travels over the ssh session; modules beside your file must be installed there too. "
+            "Empty: workers run on this machine.",
+        },
+    )
+    remotePython: str = field(
+        default=DEFAULT_REMOTE_PYTHON,
+        metadata={
+            "values": "a command or path on the remote host",
+            "check": lambda value: "" if value.strip() and value.isprintable() else "is empty or not printable",
+            "scope": "machine-overridable",
+            "doc": "With `remote`: the remote host's Python whose environment has drtriton installed, the same version "
+            "as here (e.g. `~/venvs/drtriton/bin/python`).",
         },
     )
     onSave: str = field(
@@ -105,6 +129,10 @@ def parse_settings(base: Settings, raw: Any) -> tuple[Settings, list[str]]:
 def _problem_with(definition: dataclasses.Field, value: Any) -> str:
     if isinstance(definition.default, bool):
         return "" if isinstance(value, bool) else "is not true or false"
+    if isinstance(definition.default, str) and not isinstance(value, str):
+        return "is not text"
+    if "check" in definition.metadata:
+        return definition.metadata["check"](value)
     choices = definition.metadata.get("choices")
     if choices is not None and value not in choices:
         return f"is not one of {', '.join(choices)}"
@@ -124,7 +152,10 @@ def settings_documentation() -> str:
         if isinstance(definition.default, bool):
             choices, default = ("true", "false"), str(definition.default).lower()
         else:
-            default = definition.default
-        values = " \\| ".join(f"`{choice}`" for choice in choices) if choices else f"integer ≥ {definition.metadata['minimum']}"
+            default = definition.default if definition.default != "" else '""'
+        if choices:
+            values = " \\| ".join(f"`{choice}`" for choice in choices)
+        else:
+            values = definition.metadata.get("values") or f"integer ≥ {definition.metadata['minimum']}"
         rows.append(f"| `{SECTION}.{definition.name}` | `{default}` | {values} | {definition.metadata['doc']} |")
     return "\n".join(rows)

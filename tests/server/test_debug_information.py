@@ -33,7 +33,10 @@ async def test_debug_information_names_versions_settings_devices_and_workers(cli
         "lsprotocol": version("lsprotocol"),
         "python": platform.python_version(),
     }
-    assert information["settings"] == {**TEST_SETTINGS, "onSave": "hint", "writeTests": False, "writeBack": "inline"}
+    assert information["settings"] == {
+        **TEST_SETTINGS, "remote": "", "remotePython": "python3", "onSave": "hint", "writeTests": False, "writeBack": "inline"
+    }  # fmt: skip
+    assert information["remote"] is None  # jobs run on this machine
     devices = information["devices"]
     assert isinstance(devices["cuda_available"], bool) and devices["cpu_name"]
     assert devices["versions"]["torch"] == version("torch")

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { narrowConfigurationAnswer, serverSettingNames, serverSettings } from '../serverSettings';
 
 const packageJson = require('../../package.json');
-const SERVER_SETTINGS = ['device', 'onSave', 'trials', 'warmWorker', 'writeTests', 'writeBack'];
+const SERVER_SETTINGS = ['device', 'remote', 'remotePython', 'onSave', 'trials', 'warmWorker', 'writeTests', 'writeBack'];
 
 test('the server settings are the contributed top-level drtriton properties', () => {
   assert.deepEqual(serverSettingNames(packageJson.contributes.configuration.properties).sort(), [...SERVER_SETTINGS].sort());
