@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.drtriton-installed
 
-.PHONY: demo test setup vscode-extension
+.PHONY: demo test setup vscode-extension mutation
 
 setup: $(STAMP)
 
@@ -33,3 +33,18 @@ vscode-extension:
 # pytest includes the Neovim end-to-end test (tests/editor_clients): the test extra installs Neovim 0.11.
 test: $(STAMP) vscode-extension
 	$(BIN)/python -m pytest
+
+# Mutation testing (benchmarks/mutation.py): does a small bug in verification, tolerances, write-back, apply, timing or
+# synthesis fail a test? An hour or more, so not part of `make test`; run it before resolving an issue that touches
+# those modules. MODULE=NAME runs one module (names: python benchmarks/mutation.py run --help); MUTATION_ARGS passes
+# --minutes M (a time limit per module) or --sample N. Writes benchmarks/results/mutation.md.
+MUTATION_VENV ?= .venv-mutation
+MUTATION_STAMP := $(MUTATION_VENV)/.drtriton-installed
+
+$(MUTATION_STAMP): constraints/mutation.txt
+	$(PYTHON) -m venv $(MUTATION_VENV)
+	$(MUTATION_VENV)/bin/python -m pip install --quiet -r constraints/mutation.txt
+	touch $(MUTATION_STAMP)
+
+mutation: $(STAMP) $(MUTATION_STAMP)
+	nice -n 10 $(BIN)/python benchmarks/mutation.py run $(MODULE) --cosmic-ray $(MUTATION_VENV)/bin/cosmic-ray $(MUTATION_ARGS)

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from drtriton_lsp.compiler.codegen import compile_graph  # noqa: E402
-from drtriton_lsp.engine.capture import capture_graph  # noqa: E402
+from drtriton_lsp.engine.capture import capture  # noqa: E402
 from drtriton_lsp.engine.suite import find_problems  # noqa: E402
 from drtriton_lsp.errors import DrtritonError  # noqa: E402
 
@@ -104,7 +104,8 @@ def is_in_place(op: str) -> bool:
 
 def export_at_full_size(path: Path) -> dict[str, Any]:
     """Export with every input dimension free (Dim.AUTO, the pipeline's first attempt), then capture as the
-    pipeline does (falling back to static shapes); records both outcomes and the in-place ops the graph keeps."""
+    pipeline does (in-place ops on fresh values functionalised, falling back to static shapes); records both outcomes,
+    the capture's note, and the in-place ops the graph still holds."""
     module = load_problem(path)
     model, inputs = build(module)
     record: dict[str, Any] = {
@@ -126,14 +127,16 @@ def export_at_full_size(path: Path) -> dict[str, Any]:
         except Exception as error:  # noqa: BLE001 - every failure is what this check reports
             record["dynamic_export"] = first_line(error)
         try:
-            graph = capture_graph(model, tuple(inputs), path)
+            captured = capture(model, tuple(inputs), path)
         except DrtritonError as error:
             record["capture"] = error.message
             return record
         except Exception as error:  # noqa: BLE001 - a failure outside CaptureError is a finding too
             record["capture"] = "unexpected " + first_line(error)
             return record
+    graph = captured.graph
     record["capture"] = "ok"
+    record["capture_note"] = captured.static_note
     record["graph_ops"] = len(graph.nodes)
     record["graph_inputs"] = [graph_input.name for graph_input in graph.inputs if graph_input.kind == "user_input"]
     record["in_place_ops"] = sorted({node.op for node in graph.nodes if is_in_place(node.op)})
@@ -154,6 +157,7 @@ def generate(graph: Any, module: types.ModuleType) -> dict[str, Any]:
         "kernels": len(program.kernels),
         "replaced_ops": sorted(set(program.replaced_ops)),
         "kept_ops": sorted(set(program.kept_ops)),
+        "kept_copies": sorted(set(program.kept_copies)),
     }
 
 

@@ -32,6 +32,7 @@ import psutil
 import torch
 
 from drtriton_lsp.engine.devices import describe_devices
+from drtriton_lsp.engine.memory_caps import FLOOR_BYTES
 from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target
 from drtriton_lsp.engine.verify import Cancelled
 from drtriton_lsp.errors import DrtritonError
@@ -362,7 +363,7 @@ def percent(part: int, whole: int) -> float | None:
 
 
 def affordable_jobs(requested: int, per_job_bytes: int) -> int:
-    """At most as many parallel problems as available memory holds at each worker's memory limit."""
+    """At most as many parallel problems as available memory holds at `per_job_bytes` each."""
     return max(1, min(requested, psutil.virtual_memory().available // per_job_bytes))
 
 
@@ -372,10 +373,11 @@ def run_suite(args: argparse.Namespace, argv: list[str]) -> int:
     # the suite measures correctness and coverage; several problems share the GPU, so nothing is timed
     # here (speed is `drtriton bench`'s job, one problem at a time)
     options = OptimizeOptions(device=args.device, trials=args.trials, benchmark=False)
-    jobs = affordable_jobs(args.jobs, options.verify_limits.memory_bytes)
+    # each job's cap follows its task's size (engine/memory_caps.py); the suite's small problems stay at the floor
+    jobs = affordable_jobs(args.jobs, FLOOR_BYTES)
     if jobs < args.jobs:
-        print(f"running {jobs} at a time, not {args.jobs}: each may use up to "
-              f"{options.verify_limits.memory_bytes / 1024**3:.0f} GiB and less is available", flush=True)
+        print(f"running {jobs} at a time, not {args.jobs}: each may use {FLOOR_BYTES / 1024**3:.0f} GiB "
+              "and less is available", flush=True)
     print(f"{len(entries)} problems from {relative(args.suite)} on device {args.device}, {jobs} at a time", flush=True)
     cancel = threading.Event()
     started = time.monotonic()

@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--search-seconds", type=float, default=60.0, help="time budget of --search per problem, in seconds (default 60)"
     )
     bench.add_argument(
+        "--max-autotune",
+        action="store_true",
+        help="also time torch.compile(mode='max-autotune'), the strongest baseline a user can turn on, and report "
+        "both modes (off by default: it compiles for minutes per problem)",
+    )
+    bench.add_argument(
         "--jobs",
         type=_positive,
         default=1,
@@ -406,8 +412,6 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
     import shlex
 
     from drtriton_lsp.engine.devices import describe_device, resolve_device
-    from drtriton_lsp.engine.pipeline import OptimizeOptions
-    from drtriton_lsp.engine.search import SearchBudget
     from drtriton_lsp.engine.suite import (
         git_commit,
         load_results,
@@ -437,11 +441,7 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
         device_info = describe_device(device, devices)
         today = datetime.date.today().isoformat()
         out = args.out or Path("benchmarks") / "results" / f"bench-{device}-{today}"
-        pipeline = {
-            "trials": args.trials,
-            "search": args.search,
-            "search_seconds": args.search_seconds if args.search else None,
-        }
+        pipeline = bench_pipeline(args)
         if args.resume and (out / "results.json").exists():
             results = load_results(out / "results.json", device_info, pipeline)
         else:
@@ -473,12 +473,7 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
         finished = run_suite(
             problems,
             results,
-            OptimizeOptions(
-                device=device,
-                trials=args.trials,
-                search=args.search,
-                search_budget=SearchBudget(seconds=args.search_seconds),
-            ),
+            bench_options(args, device),
             copy_ceiling,
             save=lambda document: write_results(document, out),
             on_progress=lambda number, total, problem, message: running.update(
@@ -507,6 +502,33 @@ def worker_did_not_start(console: Console, failure) -> int:
         return EXIT_BAD_INPUT
     say(console, "internal error: ", "bold red", f"the worker did not start: {failure.detail}\n{failure.stderr_tail}")
     return EXIT_INTERNAL
+
+
+def bench_options(args: argparse.Namespace, device: str):
+    """The pipeline options each problem of `drtriton bench` runs with."""
+    from drtriton_lsp.engine.pipeline import OptimizeOptions
+    from drtriton_lsp.engine.search import SearchBudget
+
+    return OptimizeOptions(
+        device=device,
+        trials=args.trials,
+        search=args.search,
+        search_budget=SearchBudget(seconds=args.search_seconds),
+        compile_max_autotune=args.max_autotune,
+    )
+
+
+def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
+    """The bench's pipeline settings, as results.json records them (a resumed run must match them); max_autotune
+    only when on, so that runs from before the option resume as they were."""
+    pipeline: dict[str, Any] = {
+        "trials": args.trials,
+        "search": args.search,
+        "search_seconds": args.search_seconds if args.search else None,
+    }
+    if args.max_autotune:
+        pipeline["max_autotune"] = True
+    return pipeline
 
 
 def print_reports(reports: list[dict[str, Any]], console: Console) -> None:

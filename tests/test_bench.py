@@ -22,7 +22,7 @@ from drtriton_lsp.engine import bench, suite
 from drtriton_lsp.engine.gpu_lock import GPU_LOCK_VARIABLE, gpu_hold
 from drtriton_lsp.engine.roofline import GraphWork, MatmulShape, broadcast_matmul_shape, einsum_shape, graph_work
 from drtriton_lsp.engine.suite_plots import roofline_chart, speedup_chart
-from drtriton_lsp.engine.suite_report import render_markdown, write_results
+from drtriton_lsp.engine.suite_report import progress_line, render_markdown, write_results
 from drtriton_lsp.errors import DrtritonError
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -31,11 +31,13 @@ PIPELINE = {"trials": 5, "search": True, "search_seconds": 60.0}
 
 
 def record(
-    name, category, status="verified", vs_eager=None, vs_compile=None, fraction=None, ceiling="copy", latency=None
+    name, category, status="verified", vs_eager=None, vs_compile=None, fraction=None, ceiling="copy", latency=None,
+    vs_max_autotune=None,
 ):
     """A results.json problem entry as the bench writes it, with only what a test needs.
 
     latency: (speedup vs eager, speedup vs torch.compile) of single calls to an idle GPU, or None (older runs).
+    vs_max_autotune: the speedup vs torch.compile in mode max-autotune (bench --max-autotune), or None (not timed).
     """
     timing = None
     if vs_eager is not None:
@@ -47,6 +49,9 @@ def record(
             "speedup_vs_compile": vs_compile,
             "flags": [],
         }
+        if vs_max_autotune is not None:
+            timing["compile_max_autotune_ms"] = vs_max_autotune / vs_eager
+            timing["speedup_vs_compile_max_autotune"] = vs_max_autotune
         if latency is not None:
             timing["latency"] = {
                 "eager_ms": 1.0, "compile_ms": 1.0, "triton_ms": 1.0 / latency[0],
@@ -154,6 +159,63 @@ def test_speeds_use_device_time_and_latency_its_own_measure_unless_work_escaped_
     host = bench.speedups(measured, "median_host_ms")
     assert host["triton_ms"] == 3.0 and host["eager_ms"] == 1.2 and host["compile_ms"] == 1.6
     assert bench.speedups({**measured, "compile": None}, "median_ms")["speedup_vs_compile"] is None
+
+
+def test_max_autotune_is_timed_beside_the_default_mode_only_when_asked_for():
+    measured = {
+        "eager": {"median_ms": 1.0}, "compile": {"median_ms": 0.8}, "compile_max_autotune": {"median_ms": 0.6},
+        "triton": {"median_ms": 0.5},
+    }
+    both = bench.speedups(measured, "median_ms")
+    assert both["compile_max_autotune_ms"] == 0.6 and both["speedup_vs_compile_max_autotune"] == pytest.approx(1.2)
+    assert both["speedup_vs_compile"] == pytest.approx(1.6)
+    default_only = bench.speedups({name: measured[name] for name in ("eager", "compile", "triton")}, "median_ms")
+    assert default_only["compile_max_autotune_ms"] is None and default_only["speedup_vs_compile_max_autotune"] is None
+
+
+def test_max_autotune_has_its_own_fast_1_and_geometric_mean_and_older_runs_have_none():
+    records = [
+        record("fusion/a.py", "fusion", vs_eager=2.0, vs_compile=1.5, vs_max_autotune=0.5),
+        record("fusion/b.py", "fusion", vs_eager=2.0, vs_compile=1.5, vs_max_autotune=2.0),
+        record("fusion/broken.py", "fusion", status="failed"),
+    ]
+    group = suite.summarize(records, speed_measured=True)["fusion"]
+    assert group["geomean_speedup_vs_compile_max_autotune"] == pytest.approx(1.0)
+    assert group["fast_1_vs_compile_max_autotune"] == pytest.approx(1 / 3)
+    older = suite.summarize(SYNTHETIC, speed_measured=True)["all"]
+    assert older["fast_1_vs_compile_max_autotune"] is None and older["geomean_speedup_vs_compile_max_autotune"] is None
+
+
+def test_the_markdown_shows_max_autotune_columns_and_rows_only_for_a_run_that_timed_it():
+    records = [record("fusion/a.py", "fusion", vs_eager=2.0, vs_compile=1.5, vs_max_autotune=0.5)]
+    results = gpu_results(records)
+    results["pipeline"] = {**PIPELINE, "max_autotune": True}
+    markdown = render_markdown(results)
+    assert "torch.compile timed in its default mode and in mode max-autotune" in markdown
+    assert "| geomean speedup vs torch.compile max-autotune | 0.50x | 0.50x |" in markdown
+    assert "| max-autotune ms | Triton ms | vs eager | vs compile | vs max-autotune |" in markdown
+    assert "| fusion/a.py | fusion | float32 | verified | 1 | 1 | 0.25 | 0.5 | 2.00x | 1.50x | 0.50x |" in markdown
+    assert "max-autotune" not in render_markdown(gpu_results(records))
+    assert "· 1.50x vs torch.compile · 0.50x vs max-autotune ·" in progress_line(1, 1, records[0])
+
+
+def test_bench_max_autotune_is_off_by_default_and_asked_of_every_benchmark_job_when_on(tmp_path):
+    from drtriton_lsp.cli import bench_options, bench_pipeline, build_parser
+    from drtriton_lsp.engine.pipeline import benchmark_params
+    from drtriton_lsp.engine.task import Task
+
+    task = Task(name="Model", kind="module", source=TINY_PROBLEM)
+    default_args = build_parser().parse_args(["bench", "problems", "--search"])
+    assert bench_pipeline(default_args) == PIPELINE  # runs from before the option resume as they were
+    assert benchmark_params(task, "source", bench_options(default_args, "cuda"))["max_autotune"] is False
+    tuned_args = build_parser().parse_args(["bench", "problems", "--search", "--max-autotune"])
+    tuned = bench_pipeline(tuned_args)
+    assert tuned == {**PIPELINE, "max_autotune": True}
+    assert benchmark_params(task, "source", bench_options(tuned_args, "cuda"))["max_autotune"] is True
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(gpu_results(SYNTHETIC)))
+    with pytest.raises(DrtritonError, match="was run with"):
+        suite.load_results(path, H200, tuned)
 
 
 def test_a_torch_compile_failure_is_left_out_of_the_mean_and_counts_as_not_faster():

@@ -11,7 +11,7 @@ from drtriton_lsp.compiler.elementwise import DeviceHelpers
 from drtriton_lsp.compiler.forward_source import render_forward
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.compiler.names import NameScope, identifier_from
-from drtriton_lsp.compiler.planner import classify, default_schedule, lower_schedule
+from drtriton_lsp.compiler.planner import classify, default_schedule, lower_schedule, moves_data_only
 from drtriton_lsp.compiler.schedule import KeptOp
 from drtriton_lsp.compiler.script import parse_schedule, print_schedule
 from drtriton_lsp.compiler.templates import TEMPLATES
@@ -31,6 +31,8 @@ class CompiledProgram:
     view_ops: one ATen op name per view the forward takes in PyTorch (no data moves).
     schedule: the schedule script the program was decoded from.
     tf32: some kernel computes float32 matmuls in TF32 because its schedule says precision=tf32.
+    kept_copies: the kept ops (among kept_ops) a template could compute but that only move data (copies, casts,
+      eval-mode dropout, cat): the default schedule keeps them when a kernel would compute nothing else.
     """
 
     kernel_block: str
@@ -41,6 +43,7 @@ class CompiledProgram:
     schedule: str
     view_ops: tuple[str, ...] = ()
     tf32: bool = False
+    kept_copies: tuple[str, ...] = ()
     required_imports: tuple[str, ...] = ("import torch", "import triton", "import triton.language as tl")
 
 
@@ -70,15 +73,21 @@ def compile_graph(
     plans = [step for step in steps if isinstance(step, KernelPlan)]
     kernel_sources = [TEMPLATES[plan.template].render(plan, context) for plan in plans]
     forward_source = render_forward(graph, steps, name=forward_name, forward_params=forward_params, has_self=has_self)
-    views = classify(graph).views
+    roles = classify(graph)
     kept = [step for step in steps if isinstance(step, KeptOp)]
+    nodes = {node.name: node for node in graph.nodes}
     return CompiledProgram(
         kernel_block="\n\n".join(helpers.sources() + kernel_sources + [forward_source]),
         forward_function=forward_name,
         kernels=tuple(plan.kernel for plan in plans),
         replaced_ops=tuple(op for plan in plans for op in plan.ops),
         kept_ops=tuple(step.op for step in kept if not step.bookkeeping),
-        view_ops=tuple(step.op for step in kept if step.node in views),
+        view_ops=tuple(step.op for step in kept if step.node in roles.views),
         schedule=print_schedule(parsed),
         tf32=any(plan.params.get("precision") == "tf32" for plan in plans),
+        kept_copies=tuple(
+            step.op
+            for step in kept
+            if roles.roles.get(step.node) is not None and moves_data_only(nodes, (step.node,))
+        ),
     )

@@ -110,6 +110,8 @@ class ElementwiseOp:
     float_operands_only: every tensor operand must share one floating dtype (comparisons in
     PyTorch happen in that dtype, so integer operands, exact there, would be rounded here).
     bool_operands_only: every tensor operand must be bool (logical ops).
+    copies: the op moves its input unchanged (a cast only rounds it on store), so a kernel of such ops alone
+    computes nothing.
     """
 
     short_name: str
@@ -119,6 +121,7 @@ class ElementwiseOp:
     returns_bool: bool = False
     float_operands_only: bool = False
     bool_operands_only: bool = False
+    copies: bool = False
 
 
 def _unary(expression: str) -> Renderer:
@@ -577,13 +580,13 @@ ELEMENTWISE_OPS: dict[str, ElementwiseOp] = {
     "aten.logical_xor.default": ElementwiseOp("logical_xor", _render_logical("^"), returns_bool=True, bool_operands_only=True),
     "aten.logical_not.default": ElementwiseOp("logical_not", _render_logical_not, returns_bool=True, bool_operands_only=True),
     "aten.isnan.default": ElementwiseOp("isnan", _render_isnan, returns_bool=True, float_operands_only=True),
-    "aten.dropout.default": ElementwiseOp("dropout", _render_identity, _eval_dropout, may_return_input=True),
-    "aten.clone.default": ElementwiseOp("clone", _render_identity),
-    "aten.alias.default": ElementwiseOp("alias", _render_identity, may_return_input=True),
-    "aten.detach.default": ElementwiseOp("detach", _render_identity, may_return_input=True),
-    "aten.contiguous.default": ElementwiseOp("contiguous", _render_identity, may_return_input=True),
-    "aten.to.dtype": ElementwiseOp("to", _render_identity, may_return_input=True),
-    "aten._to_copy.default": ElementwiseOp("to_copy", _render_identity, _same_device_copy),
+    "aten.dropout.default": ElementwiseOp("dropout", _render_identity, _eval_dropout, may_return_input=True, copies=True),
+    "aten.clone.default": ElementwiseOp("clone", _render_identity, copies=True),
+    "aten.alias.default": ElementwiseOp("alias", _render_identity, may_return_input=True, copies=True),
+    "aten.detach.default": ElementwiseOp("detach", _render_identity, may_return_input=True, copies=True),
+    "aten.contiguous.default": ElementwiseOp("contiguous", _render_identity, may_return_input=True, copies=True),
+    "aten.to.dtype": ElementwiseOp("to", _render_identity, may_return_input=True, copies=True),
+    "aten._to_copy.default": ElementwiseOp("to_copy", _render_identity, _same_device_copy, copies=True),
 }
 
 

@@ -17,6 +17,7 @@ from drtriton_lsp.compiler.schedule import KeptOp
 from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, ScheduleError
 from drtriton_lsp.compiler.templates import POINTWISE, ROW, TEMPLATES, anchor_of
 from drtriton_lsp.compiler.templates.base import KernelPlan
+from drtriton_lsp.compiler.templates.copy import COPY_OPS
 from drtriton_lsp.compiler.templates.row import RowGroupError, row_group
 
 # export's own check that a traced `.to()` saw the dtype and device it expects; it returns
@@ -111,8 +112,29 @@ def default_schedule(graph: OpGraph) -> Schedule:
             continue
         if not group_outputs(readers, step.members):
             continue  # nothing reads these values, so there is nothing to compute
+        if step.template == POINTWISE.name and moves_data_only(nodes, step.members):
+            # a kernel that only copies (an eval-mode dropout, a cast, a clone) computes nothing: PyTorch's own op
+            # costs no more, and returns its input itself where it may (dropout, alias, detach, contiguous)
+            steps.extend(KeepLine(member) for member in step.members)
+            continue
         steps.append(_default_line(graph, nodes, roles, readers, step.template, step.members))
+    kernels = [step for step in steps if isinstance(step, KernelLine)]
+    computes_in_pytorch = any(isinstance(step, KeepLine) for step in steps)
+    if computes_in_pytorch and kernels and all(moves_data_only(nodes, kernel.nodes) for kernel in kernels):
+        # cat/stack/repeat kernels that would only copy what PyTorch computed: no value would come from Triton
+        steps = [KeepLine(name) for step in steps for name in (step.nodes if isinstance(step, KernelLine) else (step.node,))]
     return Schedule(tuple(steps))
+
+
+def moves_data_only(nodes: dict[str, OpNode], members: tuple[str, ...]) -> bool:
+    """Whether a kernel of these ops would only move data: copies and casts (the `copies` ops of the elementwise
+    table), and cat, stack or repeat (the copy template's ops) with nothing but such ops after them."""
+    for member in members:
+        op = nodes[member].op
+        entry = ELEMENTWISE_OPS.get(op)
+        if not (entry is not None and entry.copies) and op not in COPY_OPS:
+            return False
+    return True
 
 
 def default_kernel_line(

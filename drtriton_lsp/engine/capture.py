@@ -2,21 +2,29 @@
 
 Runs inside a worker process (it executes user code). Every tensor dimension of the example
 inputs is offered to export as `Dim.AUTO`, so the graph says which sizes are free (symbols)
-and which the model fixes; verification uses that to try odd sizes safely.
+and which the model fixes; verification uses that to try odd sizes safely. When export fails
+with free sizes, the model is exported again at the example sizes, and the capture says so.
+In-place ops that write only memory the forward allocated become functional ops
+(engine/in_place.py), and user inputs take the forward's parameter names.
 """
 
 from __future__ import annotations
 
+import inspect
 import operator
 import re
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
+import torch.utils._pytree as pytree
 from torch.export import Dim
 
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
+from drtriton_lsp.engine.decomposed_norms import fold_decomposed_norms
+from drtriton_lsp.engine.in_place import functional_program, functionalize_in_place_ops, writes_in_place
 from drtriton_lsp.errors import CaptureError
 
 DTYPE_NAMES = {
@@ -37,24 +45,57 @@ def dtype_name(dtype: torch.dtype) -> str:
     return DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
 
 
+@dataclass(frozen=True)
+class Export:
+    """An exported program, and why its sizes are fixed when they are.
+
+    static_because: "" when export was offered every input size as free (it may still have fixed some); otherwise
+    the failure of that export, after which the program was exported again at the example sizes only.
+    """
+
+    program: Any
+    static_because: str = ""
+
+
 def export_program(model: torch.nn.Module, args: tuple, task_file: Path | None) -> tuple[Any, bool]:
     """Export with every input dimension free to vary; fall back to fixed shapes.
 
-    Returns (exported_program, dynamic) where dynamic says whether free dims were found.
+    Returns (exported_program, dynamic) where dynamic says whether free dims were offered to export.
     Raises CaptureError naming the task line that export could not trace.
+    """
+    export = export_with_fallback(model, args, task_file)
+    return export.program, not export.static_because
+
+
+def export_with_fallback(model: torch.nn.Module, args: tuple, task_file: Path | None) -> Export:
+    """Export with every input dimension free to vary (`Dim.AUTO`); if that fails, again at the example sizes.
+
+    Raises CaptureError naming the task line that export could not trace at all.
     """
     dynamic_shapes = tuple(
         {axis: Dim.AUTO for axis in range(arg.dim())} if isinstance(arg, torch.Tensor) else None
         for arg in args
     )
     try:
-        return torch.export.export(model, args, dynamic_shapes=dynamic_shapes, strict=False), True
-    except Exception:  # noqa: BLE001 - any failure here is retried without free dims below
-        pass
+        program = torch.export.export(model, _fresh(args), dynamic_shapes=dynamic_shapes, strict=False)
+        return Export(program)
+    except Exception as error:  # noqa: BLE001 - any failure here is retried without free dims below
+        static_because = f"{type(error).__name__}: {_first_line(error)}"[:300]
     try:
-        return torch.export.export(model, args, strict=False), False
+        return Export(torch.export.export(model, _fresh(args), strict=False), static_because)
     except Exception as error:  # noqa: BLE001 - every export failure becomes a CaptureError
         raise capture_error_from(error, task_file) from error
+
+
+def _fresh(args: tuple) -> tuple:
+    """The arguments with each tensor replaced by a new tensor object over the same memory: a failed export leaves
+    its dynamic-size marks on the tensor objects it was given (torch 2.13), which would make the retry fail too."""
+    return pytree.tree_map_only(torch.Tensor, lambda tensor: tensor.detach(), args)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
 
 
 def capture_error_from(error: BaseException, task_file: Path | None) -> CaptureError:
@@ -93,14 +134,68 @@ def _task_line_of(error: BaseException, task_file: Path | None) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class Capture:
+    """A captured graph; static_note: "" when export was offered free sizes, else a sentence for the report saying
+    that export with free sizes failed and the graph holds the example sizes only (see `Export.static_because`)."""
+
+    graph: OpGraph
+    static_note: str = ""
+
+
 def capture_graph(model: torch.nn.Module, args: tuple, task_file: Path | None = None) -> OpGraph:
     """Export `model` on `args` and flatten the result into an OpGraph."""
-    exported, _dynamic = export_program(model, args, task_file)
-    return graph_from_exported(exported, task_file)
+    return capture(model, args, task_file).graph
 
 
-def graph_from_exported(exported: Any, task_file: Path | None) -> OpGraph:
+def capture(model: torch.nn.Module, args: tuple, task_file: Path | None = None) -> Capture:
+    """Export `model` on `args` (see `export_with_fallback`), write in-place ops on fresh values as functional ops
+    (engine/in_place.py), fold decomposed norms back (engine/decomposed_norms.py), and flatten it into an OpGraph."""
+    export = export_with_fallback(model, args, task_file)
+    exported = export.program
+    functionalize_in_place_ops(exported.graph_module)
+    if writes_in_place(exported.graph):
+        exported = functional_program(exported) or exported
+    fold_decomposed_norms(exported.graph_module)
+    graph = graph_from_exported(exported, task_file, user_input_names(model, args))
+    note = ""
+    if export.static_because:
+        note = (
+            f"torch.export could not leave the input sizes free ({export.static_because}); captured at the example "
+            "sizes, so the kernels are specialised to them and verified at them only"
+        )
+    return Capture(graph, note)
+
+
+def user_input_names(model: torch.nn.Module, args: tuple) -> list[str | None]:
+    """The forward parameter each of export's user inputs stands for, in export's order (None: keep export's name).
+
+    Export names placeholders in its own style (`def forward(self, A)` gives a placeholder `a`), so they are matched
+    to the forward's positional parameters by position: each argument gives one user input per pytree leaf. An
+    argument that is a container (a list of tensors) keeps export's names (`pair_0`, `pair_1`).
+    """
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    parameters = []
+    for parameter in inspect.signature(model.forward).parameters.values():
+        if parameter.kind not in positional:
+            break
+        parameters.append(parameter.name)
+    names: list[str | None] = []
+    for index, argument in enumerate(args):
+        leaves, structure = pytree.tree_flatten(argument)
+        named = index < len(parameters) and structure.is_leaf()
+        names += [parameters[index] if named else None] * len(leaves)
+    return names
+
+
+def graph_from_exported(exported: Any, task_file: Path | None, input_names: list[str | None] | None = None) -> OpGraph:
+    """The exported program as an OpGraph; input_names: the forward parameter each user input stands for (see
+    `user_input_names`; None, or a None entry: export's placeholder name)."""
     signature = exported.graph_signature
+    user_inputs = [spec.arg.name for spec in signature.input_specs if spec.kind.name == "USER_INPUT"]
+    # matched by position only when the counts agree: otherwise export's names stand
+    named = input_names is not None and len(input_names) == len(user_inputs)
+    targets = {placeholder: name for placeholder, name in zip(user_inputs, input_names or []) if named and name}
     kind_of: dict[str, tuple[str, str]] = {}
     for spec in signature.input_specs:
         kind = spec.kind.name
@@ -111,7 +206,7 @@ def graph_from_exported(exported: Any, task_file: Path | None) -> OpGraph:
         elif kind in ("CONSTANT_TENSOR", "CUSTOM_OBJ", "TOKEN"):
             kind_of[spec.arg.name] = ("constant_tensor", spec.target or spec.arg.name)
         else:
-            kind_of[spec.arg.name] = ("user_input", spec.arg.name)
+            kind_of[spec.arg.name] = ("user_input", targets.get(spec.arg.name, spec.arg.name))
 
     inputs: list[GraphInput] = []
     nodes: list[OpNode] = []

@@ -1,6 +1,6 @@
 """The worker's `capture` method: import a Task, build its model, export it to an OpGraph.
 
-Also records what the graph is specialised on (the guards write-back puts in the dispatch), among
+Also says when the sizes could not be left free (`capture_note`), and records what the graph is specialised on (the guards write-back puts in the dispatch), among
 them whether the model computes differently in training mode (dropout, batch norm, `self.training`).
 """
 
@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from drtriton_lsp.engine.capture import capture_graph
+from drtriton_lsp.engine.capture import capture, capture_graph
 from drtriton_lsp.engine.devices import describe_devices
 from drtriton_lsp.engine.specialization import record_guards
 from drtriton_lsp.engine.task import Task
@@ -35,12 +35,15 @@ def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict
     progress("capturing the graph with torch.export")
     try:
         with torch.no_grad():
-            graph = capture_graph(model, tuple(inputs), task_file(directory))
+            captured = capture(model, tuple(inputs), task_file(directory))
     except CaptureError as error:
         error.path = task.origin_path
         if error.line is not None and task.line_map:
             error.line = task.origin_line(error.line)
         raise
+    graph = captured.graph
+    if captured.static_note:
+        progress(captured.static_note)
     is_method = task.kind == "module"
     mode_dependent = any(isinstance(sub, MODE_DEPENDENT_MODULES) for sub in model.modules()) or any(
         "dropout" in node.op or "batch_norm" in node.op for node in graph.nodes
@@ -52,7 +55,9 @@ def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict
     for node in graph.nodes:
         if node.source_line is not None and task.line_map:
             object.__setattr__(node, "source_line", task.origin_line(node.source_line))
-    return {"graph": graph.to_json(), "guards": guards, "devices": describe_devices()}
+    return {
+        "graph": graph.to_json(), "guards": guards, "devices": describe_devices(), "capture_note": captured.static_note,
+    }
 
 
 def _differs_in_training_mode(model: torch.nn.Module, inputs: list[Any], graph, source: Path) -> bool:

@@ -20,6 +20,7 @@ from drtriton_lsp import __version__
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.devices import COMMAND_LINE_DEVICE, DeviceOption, describe_device, likely_device, resolve_device
+from drtriton_lsp.engine.memory_caps import with_task_memory_caps
 from drtriton_lsp.engine.report import (
     build_report,
     correctness_of,
@@ -58,6 +59,8 @@ class OptimizeOptions:
     schedule: str | None = None
     # time verified candidates on the GPU (off: verification only, e.g. when jobs share the GPU)
     benchmark: bool = True
+    # also time torch.compile(mode="max-autotune"), the strongest baseline a user can turn on (compiles for minutes)
+    compile_max_autotune: bool = False
     # test-time search over schedules (GPU only), its budget, verification jobs at once, and cache
     search: bool = False
     search_budget: SearchBudget = field(default_factory=SearchBudget)
@@ -143,6 +146,12 @@ def optimize_target(
     device = resolve_device(options.device, devices, path, options.device_option)
     graph = OpGraph.from_json(capture["graph"])
     guards = capture["guards"]
+    # verification and timing may hold the task's tensors several times over: their cap follows the task's size
+    options = dataclasses.replace(
+        options,
+        verify_limits=with_task_memory_caps(options.verify_limits, graph),
+        benchmark_limits=with_task_memory_caps(options.benchmark_limits, graph),
+    )
     device_info = describe_device(device, devices)
     versions = devices["versions"]
 
@@ -157,7 +166,7 @@ def optimize_target(
         )
     search = {
         "backend": "compiler", "candidates": 1 if program.kernels else 0, "verified": 0, "seconds": 0.0,
-        "stages_s": clock.seconds,
+        "stages_s": clock.seconds, "capture_note": capture.get("capture_note", ""),
     }
     common = dict(
         file=path,
@@ -179,7 +188,7 @@ def optimize_target(
                 timing_note="nothing was generated",
                 kernel_source=None,
                 schedule=program.schedule,
-                message="no op of this target maps to a Triton template yet; every op stays in PyTorch",
+                message=no_candidate_message(program),
                 **common,
             ),
             program,
@@ -212,6 +221,17 @@ def optimize_target(
         **common,
     )
     return Outcome(report, trial.program, guards, task, user_input_shapes(graph))
+
+
+def no_candidate_message(program: CompiledProgram) -> str:
+    """Why the compiler generated no kernel for a target."""
+    if program.kept_copies:
+        copies = ", ".join(sorted(set(program.kept_copies)))
+        return (
+            f"the only ops a Triton kernel could take here copy data ({copies}); a kernel that only copies computes "
+            "nothing, so every op stays in PyTorch"
+        )
+    return "no op of this target maps to a Triton template yet; every op stays in PyTorch"
 
 
 def reverify_refusal(outcome: Outcome) -> str:
@@ -327,7 +347,7 @@ def retime_outcome(
     measured = _call(
         runner,
         "benchmark",
-        {"task": outcome.task.to_json(), "candidate": report["kernel"]["source"]},
+        benchmark_params(outcome.task, report["kernel"]["source"], options),
         options.benchmark_limits,
         python_path,
         progress,
@@ -339,6 +359,11 @@ def retime_outcome(
         timing["previous"] = earlier_timing(report)
     revised = revised_report(report, timing=timing, timing_note=measured["reason"], versions=devices["versions"])
     return dataclasses.replace(outcome, report=revised)
+
+
+def benchmark_params(task: Task, candidate: str, options: OptimizeOptions) -> dict[str, Any]:
+    """The worker's `benchmark` request: the task, the candidate's source, and whether to time max-autotune too."""
+    return {"task": task.to_json(), "candidate": candidate, "max_autotune": options.compile_max_autotune}
 
 
 def _no_kernel_to(action: str, outcome: Outcome) -> str:
@@ -408,7 +433,7 @@ def _verify_and_time(
         progress("benchmarking eager, torch.compile and Triton on the GPU")
         with clock.stage(f"{stage_prefix}benchmark"):
             measured = _call(
-                runner, "benchmark", {"task": task.to_json(), "candidate": candidate}, options.benchmark_limits,
+                runner, "benchmark", benchmark_params(task, candidate, options), options.benchmark_limits,
                 python_path, progress, cancel, env=worker_environment(device),
             )
         timing, timing_note = measured["timing"], measured["reason"]

@@ -153,6 +153,9 @@ def to_markdown(report: dict[str, Any]) -> str:
         ("file", str(report.get("file"))),
         ("device", f"{report['device']['kind']} ({device_name(report['device'])})"),
     ]
+    capture_note = (report.get("search") or {}).get("capture_note")
+    if capture_note:
+        rows.append(("capture", capture_note))
     correctness = report.get("correctness")
     if correctness:
         tolerance = ", ".join(f"{dtype}: atol {t['atol']:g}, rtol {t['rtol']:g}" for dtype, t in correctness["tolerance"].items())
@@ -183,8 +186,14 @@ def to_markdown(report: dict[str, Any]) -> str:
             ("Triton", _number(timing["triton_ms"], " ms")),
             ("speedup vs eager", f"{timing['speedup_vs_eager']:.2f}x"),
             ("speedup vs torch.compile", f"{timing['speedup_vs_compile']:.2f}x" if timing["speedup_vs_compile"] else "-"),
-            ("timing method", timing["method"]),
         ]
+        if timing.get("compile_max_autotune_ms") is not None:
+            tuned = timing["speedup_vs_compile_max_autotune"]
+            rows += [
+                ("torch.compile (max-autotune)", _number(timing["compile_max_autotune_ms"], " ms")),
+                ("speedup vs torch.compile (max-autotune)", f"{tuned:.2f}x" if tuned else "-"),
+            ]
+        rows.append(("timing method", timing["method"]))
         if timing.get("latency"):
             rows.append(("call latency (idle GPU, launch included)", latency_text(timing["latency"])))
         if timing.get("flags"):

@@ -104,7 +104,13 @@ def pipeline_text(pipeline: dict[str, Any]) -> str:
         if pipeline["search"]
         else "the compiler's default schedule (no search)"
     )
-    return f"drtriton optimize's, {pipeline['trials']} verification trials, {search}"
+    baselines = "; torch.compile timed in its default mode and in mode max-autotune" if pipeline.get("max_autotune") else ""
+    return f"drtriton optimize's, {pipeline['trials']} verification trials, {search}{baselines}"
+
+
+def max_autotune_timed(results: dict[str, Any]) -> bool:
+    """Whether the run also timed torch.compile in mode max-autotune (`drtriton bench --max-autotune`)."""
+    return bool(results["pipeline"].get("max_autotune"))
 
 
 def provenance_of_ceilings(results: dict[str, Any]) -> list[str]:
@@ -142,6 +148,9 @@ def render_summary_table(results: dict[str, Any]) -> list[str]:
     row("fast_1 vs torch.compile", lambda group: share(group["fast_1_vs_compile"], group["problems"]))
     row("geomean speedup vs eager", lambda group: times(group["geomean_speedup_vs_eager"]))
     row("geomean speedup vs torch.compile", lambda group: times(group["geomean_speedup_vs_compile"]))
+    if max_autotune_timed(results):
+        row("fast_1 vs torch.compile max-autotune", lambda group: share(group["fast_1_vs_compile_max_autotune"], group["problems"]))
+        row("geomean speedup vs torch.compile max-autotune", lambda group: times(group["geomean_speedup_vs_compile_max_autotune"]))
     row("geomean call-latency speedup vs eager", lambda group: times(group.get("geomean_latency_speedup_vs_eager")))
     row("geomean call-latency speedup vs torch.compile", lambda group: times(group.get("geomean_latency_speedup_vs_compile")))
     row("memory-bound: median of copy bandwidth", lambda group: median_cell(group["memory_bound"]))
@@ -152,12 +161,16 @@ def render_summary_table(results: dict[str, Any]) -> list[str]:
 
 
 def render_problem_table(results: dict[str, Any]) -> list[str]:
-    lines = [
-        "| problem | category | dtype | status | eager ms | compile ms | Triton ms | vs eager | vs compile "
-        "| latency vs eager | latency vs compile "
-        "| MB moved | Triton GB/s | of copy BW | Triton TFLOP/s | of library | ops in Triton / kept | seconds |",
-        "|---" * 18 + "|",
-    ]
+    tuned = max_autotune_timed(results)
+    header = (
+        "| problem | category | dtype | status | eager ms | compile ms "
+        + ("| max-autotune ms " if tuned else "")
+        + "| Triton ms | vs eager | vs compile "
+        + ("| vs max-autotune " if tuned else "")
+        + "| latency vs eager | latency vs compile "
+        "| MB moved | Triton GB/s | of copy BW | Triton TFLOP/s | of library | ops in Triton / kept | seconds |"
+    )
+    lines = [header, "|---" * (20 if tuned else 18) + "|"]
     ordered = sorted(results["problems"], key=lambda record: (category_rank(record["category"]), record["problem"]))
     for record in ordered:
         timing = record["timing"] or {}
@@ -171,9 +184,11 @@ def render_problem_table(results: dict[str, Any]) -> list[str]:
             verdict(record),
             number(timing.get("eager_ms")),
             number(timing.get("compile_ms")),
+            *([number(timing.get("compile_max_autotune_ms"))] if tuned else []),
             number(timing.get("triton_ms")),
             times(timing.get("speedup_vs_eager")),
             times(timing.get("speedup_vs_compile")),
+            *([times(timing.get("speedup_vs_compile_max_autotune"))] if tuned else []),
             times(latency.get("speedup_vs_eager")),
             times(latency.get("speedup_vs_compile")),
             number(work["minimum_bytes"] / 1e6 if work.get("minimum_bytes") else None),
@@ -195,6 +210,8 @@ def progress_line(number: int, total: int, record: dict[str, Any]) -> str:
     if timing:
         parts.append(f"{timing['speedup_vs_eager']:.2f}x vs eager")
         parts.append(f"{times(timing['speedup_vs_compile'])} vs torch.compile")
+        if timing.get("speedup_vs_compile_max_autotune"):
+            parts.append(f"{times(timing['speedup_vs_compile_max_autotune'])} vs max-autotune")
         position = record["roofline"] or {}
         if position.get("fraction") is not None:
             ceiling = "copy BW" if position["ceiling"] == "copy" else "library matmul"

@@ -390,6 +390,7 @@ class _Watch:
 
     def run(self) -> None:
         started = time.monotonic()
+        memory_cap = self.limits.memory_cap()
         while not self._stopped.wait(WATCH_INTERVAL_S):
             if self.process.poll() is not None:
                 return
@@ -403,8 +404,8 @@ class _Watch:
             if not self.measure_memory:
                 continue
             resident = tree_resident_bytes(self.process.pid)
-            if resident > self.limits.memory_bytes:
-                self._kill("memory_limit", memory_limit_detail(resident, self.limits.memory_bytes))
+            if resident > memory_cap:
+                self._kill("memory_limit", memory_limit_detail(resident, memory_cap))
                 return
 
     def _kill(self, verdict: str, detail: str) -> None:

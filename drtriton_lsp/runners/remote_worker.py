@@ -26,13 +26,15 @@ from typing import IO
 
 from drtriton_lsp.runners import lifetime, protocol
 from drtriton_lsp.runners.local import WATCH_INTERVAL_S, WORKER_MODULE, memory_limit_detail, tree_resident_bytes
+from drtriton_lsp.runners.runner import JobLimits
 
 
 @dataclass
 class _Limits:
-    """The job's limits as the caller last sent them; None: not sent yet (a spare waiting for its job)."""
+    """The job's memory cap on this host, from the limits the caller last sent; None: not sent yet (a spare waiting
+    for its job)."""
 
-    memory_bytes: int | None = None
+    memory_cap: int | None = None
 
 
 def relay_requests(source: IO[str], worker: subprocess.Popen, limits: _Limits) -> None:
@@ -41,7 +43,7 @@ def relay_requests(source: IO[str], worker: subprocess.Popen, limits: _Limits) -
     for line in source:
         message = _message(line)
         if message is not None and message.get("method") == protocol.SET_LIMITS:
-            limits.memory_bytes = int(message["params"]["memory_bytes"])
+            limits.memory_cap = JobLimits(memory_bytes=message["params"]["memory_bytes"]).memory_cap()
             continue
         try:
             worker.stdin.write(line)
@@ -59,16 +61,16 @@ def watch_worker(worker: subprocess.Popen, limits: _Limits) -> dict:
             return {"returncode": worker.returncode}
         except subprocess.TimeoutExpired:
             pass
-        if limits.memory_bytes is None:
+        if limits.memory_cap is None:
             continue
         resident = tree_resident_bytes(worker.pid)
-        if resident > limits.memory_bytes:
+        if resident > limits.memory_cap:
             _kill_group(worker)
             worker.wait()
             return {
                 "returncode": worker.returncode,
                 "verdict": "memory_limit",
-                "detail": memory_limit_detail(resident, limits.memory_bytes),
+                "detail": memory_limit_detail(resident, limits.memory_cap),
             }
 
 

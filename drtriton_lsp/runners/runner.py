@@ -7,9 +7,16 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Protocol
 
-DEFAULT_MEMORY_LIMIT_BYTES = 8 * 1024**3
+import psutil
+
+# The share of the machine's memory a job may hold: room is left for the system and the caller, and a runaway job is
+# stopped before the machine runs out (callers that know a job's needs set a lower cap).
+MACHINE_MEMORY_SHARE = 0.8
+# where a container's memory limit is written (cgroup v2, then v1); "max" or a huge number means none
+CGROUP_MEMORY_LIMITS = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
 
 # Reasons a job failed that say nothing about the job itself: the runner could not run it (see JobFailure.runner_fault).
 RUNNER_FAULTS = frozenset({"connection_lost", "remote_setup"})
@@ -36,12 +43,39 @@ class JobFailure(Exception):
         return self.reason in RUNNER_FAULTS
 
 
+def machine_memory_cap() -> int:
+    """The most memory a job may hold on this machine: MACHINE_MEMORY_SHARE of its memory (of the container's limit,
+    when it runs in one with less)."""
+    return int(machine_memory_bytes() * MACHINE_MEMORY_SHARE)
+
+
+def machine_memory_bytes() -> int:
+    """The memory this process's machine or container has."""
+    total = psutil.virtual_memory().total
+    for path in CGROUP_MEMORY_LIMITS:
+        try:
+            limit = path.read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit():
+            total = min(total, int(limit))
+    return total
+
+
 @dataclass
 class JobLimits:
-    """timeout_s: wall-clock seconds; memory_bytes: resident memory of the worker and its children."""
+    """timeout_s: wall-clock seconds; memory_bytes: resident memory of the worker and its children (None: the
+    machine's cap, `machine_memory_cap()`, which also bounds a cap given here)."""
 
     timeout_s: float = 300.0
-    memory_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES
+    memory_bytes: int | None = None
+
+    def memory_cap(self) -> int:
+        """The resident bytes the job may use on the machine that enforces it (where its worker runs: the remote
+        host of an ssh runner computes this there)."""
+        if self.memory_bytes is None:
+            return machine_memory_cap()
+        return min(self.memory_bytes, machine_memory_cap())
 
 
 class Runner(Protocol):

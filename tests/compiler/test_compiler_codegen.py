@@ -16,6 +16,7 @@ from torch import nn
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.forward_source import UnsupportedGraphError
 from drtriton_lsp.engine.capture import capture_graph
+from drtriton_lsp.engine.pipeline import no_candidate_message
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
 
@@ -107,18 +108,116 @@ def test_parameters_under_numbered_submodules_are_read_with_get_parameter(run_hy
 class InPlaceUpdates(nn.Module):
     def forward(self, x):
         scaled = x * 2
-        scaled.add_(1)
-        activated = F.relu(scaled * x, inplace=True)
-        return torch.sigmoid(scaled) * activated, F.dropout(activated, 0.3, training=False) + 1
+        alias = F.dropout(scaled, 0.3, training=False)  # in eval mode `scaled` itself, which export does not record
+        scaled.add_(1)  # so this write stays in place, and `alias` sees it
+        activated = F.relu(scaled * x, inplace=True)  # writes a value nothing else holds: captured as relu
+        return torch.sigmoid(alias) * activated, F.dropout(activated, 0.3, training=False) + 1
 
 
 def test_in_place_ops_stay_in_pytorch_and_keep_their_order(run_hybrid):
     program, actual, expected = run_hybrid(InPlaceUpdates(), (torch.randn(4, 6),), (torch.randn(37, 53),))
-    assert "aten.add_.Tensor" in program.kept_ops and "aten.relu_.default" in program.kept_ops
+    assert "aten.add_.Tensor" in program.kept_ops and "aten.relu_.default" not in program.kept_ops
     # dropout may return its input itself; with in-place ops around, that alias must stay exact
     assert "aten.dropout.default" in program.kept_ops
     for got, want in zip(actual, expected):
         torch.testing.assert_close(got, want)
+
+
+class ResidualConvBlock(nn.Module):
+    """A ResNet block's tail as model code writes it: in-place ReLU after batch norm, `+=` into a fresh value."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x, skip):
+        out = self.relu(self.bn(self.conv(x)))
+        out += skip
+        return self.relu(out)
+
+
+def test_in_place_ops_on_fresh_values_leave_the_block_to_the_kernels(run_hybrid):
+    model = ResidualConvBlock()
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-1, 1)
+        model.bn.running_var.uniform_(0.5, 2)
+    program, actual, expected = run_hybrid(
+        model, (torch.randn(2, 3, 8, 8), torch.randn(2, 4, 8, 8)), (torch.randn(3, 3, 9, 7), torch.randn(3, 4, 9, 7))
+    )
+    # the convolution stays in cuDNN by default; batch norm, both ReLUs and the add are one normalize kernel
+    assert program.kept_ops == ("aten.conv2d.default",)
+    assert len(program.kernels) == 1
+    torch.testing.assert_close(actual, expected)
+
+
+class PaddedChannels(nn.Module):
+    """Writes a slice of a tensor it allocated, then batch norm: export functionalises the write and decomposes
+    the batch norm, which capture folds back."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x, part):
+        out = torch.zeros_like(x)
+        out[:, :2] = part
+        return F.relu(self.bn(out), inplace=True) * 2
+
+
+def test_a_functionalised_write_leaves_batch_norm_and_its_epilogue_to_one_kernel(run_hybrid):
+    model = PaddedChannels()
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-1, 1)
+        model.bn.running_var.uniform_(0.5, 2)
+    program, actual, expected = run_hybrid(
+        model, (torch.randn(2, 4, 3, 3), torch.randn(2, 2, 3, 3)), (torch.randn(3, 4, 5, 2), torch.randn(3, 2, 5, 2))
+    )
+    assert "aten.batch_norm.default" in program.replaced_ops and "aten.relu.default" in program.replaced_ops
+    assert not any(op.split(".")[1].endswith("_") for op in program.kept_ops)
+    torch.testing.assert_close(actual, expected)
+
+
+class DropoutAroundKeptOps(nn.Module):
+    """A recurrent model's shape: eval-mode dropout around ops no template computes (flip stands for the GRU)."""
+
+    def forward(self, x):
+        hidden = F.dropout(x, 0.2, training=False).flip(0)
+        return F.dropout(hidden, 0.2, training=False).to(torch.float16)
+
+
+def test_kernels_that_would_only_copy_are_left_to_pytorch(run_hybrid):
+    program, actual, expected = run_hybrid(DropoutAroundKeptOps(), (torch.randn(4, 6),), (torch.randn(7, 5),))
+    assert program.kernels == ()
+    assert sorted(program.kept_copies) == ["aten.dropout.default", "aten.dropout.default", "aten.to.dtype"]
+    assert torch.equal(actual, expected)
+
+
+def test_a_target_with_only_copies_for_triton_says_so(compile_model):
+    program = compile_model(DropoutAroundKeptOps(), (torch.randn(4, 6),))
+    message = no_candidate_message(program)
+    assert "copy data (aten.dropout.default, aten.to.dtype)" in message and "computes nothing" in message
+
+
+def test_dropout_between_computing_ops_still_fuses(compile_model):
+    program = compile_model(nn.Sequential(nn.Tanh(), nn.Dropout(0.2), nn.Sigmoid()), (torch.randn(4, 6),))
+    assert len(program.kernels) == 1 and "aten.dropout.default" in program.replaced_ops
+
+
+class CapitalisedParameters(nn.Module):
+    def forward(self, A, B, alpha: float, C):
+        return torch.relu(A * alpha + B) - C
+
+
+def test_capitalised_forward_parameters_are_the_hybrid_forward_parameters(run_hybrid):
+    program, actual, expected = run_hybrid(
+        CapitalisedParameters(),
+        (torch.randn(4, 6), torch.randn(4, 6), 0.5, torch.randn(4, 6)),
+        (torch.randn(9, 5), torch.randn(9, 5), 0.5, torch.randn(9, 5)),
+    )
+    assert "_triton_forward(self, A, B, alpha, C):" in program.kernel_block
+    torch.testing.assert_close(actual, expected)
 
 
 class Diamond(nn.Module):

@@ -88,7 +88,7 @@ UNARY_CASES = {
     "aten.erf.default": (torch.erf, normal),
     "aten.dropout.default[eval]": (lambda x: F.dropout(x, 0.5, training=False) * 2, normal),
     "aten.clone.default": (lambda x: (x * 2).clone(), normal),
-    "aten.to.dtype": (lambda x: x.to(torch.float16).to(torch.float32), normal),
+    "aten.to.dtype": (lambda x: (x * 3).to(torch.float16).to(torch.float32), normal),
     "aten.add.Tensor[scalar]": (lambda x: x + 1.5, normal),
     "aten.sub.Tensor[scalar]": (lambda x: x - 1.5, normal),
     "aten.rsub.Scalar": (lambda x: 2 - x, normal),
@@ -219,12 +219,18 @@ def test_non_contiguous_input_is_read_through_its_strides(run_hybrid):
     torch.testing.assert_close(actual, expected)
 
 
-def test_contiguous_of_a_transpose_is_a_strided_copy_kernel(run_hybrid):
-    model = OneInput(lambda x: x.t().contiguous())
+def test_contiguous_of_a_transpose_is_read_through_its_strides_in_the_kernel_after_it(run_hybrid):
+    model = OneInput(lambda x: x.t().contiguous() + 1)
     program, actual, expected = run_hybrid(model, (normal(CAPTURE_SHAPE),), (normal(TEST_SHAPE),))
-    assert program.replaced_ops == ("aten.contiguous.default",)
+    assert program.replaced_ops == ("aten.contiguous.default", "aten.add.Tensor")
     assert actual.is_contiguous()
     torch.testing.assert_close(actual, expected)
+
+
+def test_a_contiguous_alone_is_left_to_pytorch(compile_model):
+    # a kernel that only copies computes nothing; PyTorch's contiguous returns its input itself when it can
+    program = compile_model(OneInput(lambda x: x.t().contiguous()), (normal(CAPTURE_SHAPE),))
+    assert program.kernels == () and program.kept_copies == ("aten.contiguous.default",)
 
 
 def test_scalar_arguments_are_applied_as_pytorch_does(run_hybrid):

@@ -106,3 +106,15 @@ def test_non_default_schedules_copy_the_same(parameters, load_program, device):
 def test_copies_it_does_not_compute_exactly_stay_in_pytorch(function, inputs, compile_model):
     program = compile_model(Copy(function), inputs)
     assert program.kernels == () and program.kept_ops == ("aten.cat.default",)
+
+
+def test_a_cat_of_values_pytorch_computed_is_left_to_pytorch(compile_model):
+    # flip has no template: the cat kernel would only copy PyTorch's results, so nothing would come from Triton
+    program = compile_model(Copy(lambda x, y: torch.cat([x.flip(0), y])), (normal(4, 6), normal(5, 6)))
+    assert program.kernels == ()
+    assert program.kept_copies == ("aten.cat.default",)
+
+
+def test_a_cat_beside_a_kernel_that_computes_stays_a_copy_kernel(compile_model):
+    program = compile_model(Copy(lambda x, y: (torch.cat([x.flip(0), y]), torch.exp(y))), (normal(4, 6), normal(5, 6)))
+    assert sorted(program.replaced_ops) == ["aten.cat.default", "aten.exp.default"]

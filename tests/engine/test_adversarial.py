@@ -120,7 +120,7 @@ CHEATS = [
     cheat("detect_stack_filename", "detect_verifier", STATIC, WRONG_ANYWHERE),
     cheat("detect_worker_environment", "detect_verifier", STATIC, WRONG_ANYWHERE),
     cheat("detect_seeded_rng", "detect_verifier", WRONG_ANYWHERE),
-    cheat("detect_no_grad", "detect_verifier", WRONG_ANYWHERE),
+    cheat("detect_no_grad", "detect_verifier", WRONG_ANYWHERE, "wrong_for_other_call"),
     cheat("detect_patched_allocator", "detect_verifier", WRONG_ANYWHERE),
     cheat("detect_launch_counter", "detect_verifier", WRONG_ANYWHERE),
     # memory safety

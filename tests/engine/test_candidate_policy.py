@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from drtriton_lsp.engine.candidate_policy import policy_violation
+from drtriton_lsp.source.dispatch import render_dispatch_helper
 
 FRAME = """
 import torch
@@ -82,6 +83,8 @@ def candidate(header: str = "", body: str = "") -> str:
         ("", "C = type('C', (torch.Tensor,), {})", "creates a class with type"),
         ("class Lazy(torch.Tensor):\n    pass\n", "", "subclasses torch.Tensor"),
         ("def __getattr__(name):\n    return None\n", "", "defines the special method __getattr__"),
+        ("class Helper(getattr(torch, 'nn').Module):\n    pass\n", "", "uses getattr"),  # a base is code too
+        ("", "x2, torch.isclose = 1, None", "assigns to the attribute torch.isclose"),  # inside a tuple target
     ],
 )
 def test_each_way_out_is_forbidden(header, body, what):
@@ -103,6 +106,8 @@ def test_a_fallback_through_try_except_is_named_as_such():
         ("", "self.cache = out.shape"),
         ("", "n = x.stride(0) + x.select(0, 0).numel()"),
         ("", "props = triton.next_power_of_2(x.shape[-1])"),
+        ("def doubled__(v):\n    return v * 2.0\n", "out = doubled__(out)"),  # a name ending in __ is not special
+        ("", "self._shape = out.shape\nn = self._shape"),  # the module's own private state
     ],
 )
 def test_plain_kernel_code_passes(header, body):
@@ -121,7 +126,16 @@ def test_code_copied_verbatim_from_the_task_is_exempt_and_what_it_imports_stays_
 def test_a_candidate_without_kernel_or_model_new_is_named():
     assert policy_violation("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n").reason == "no_triton_kernel"
     assert policy_violation("import triton\n@triton.jit\ndef k():\n    pass\n").reason == "no_model_new"
+    assigned = "import triton\nSCALE = 2.0\nLOW, HIGH = 0, 1\n@triton.jit\ndef k():\n    pass\n"
+    assert policy_violation(assigned).reason == "no_model_new"  # assignments to other names define no ModelNew
     assert policy_violation("def broken(:\n").reason == "import_error"
+    # a task that does not parse exempts nothing, and the candidate is judged on its own
+    assert policy_violation(candidate(), task_source="def broken(:\n") is None
+
+
+def test_a_kernel_decorated_with_jit_imported_from_triton_is_a_kernel():
+    source = candidate(header="from triton import jit\n\n@jit\ndef twice(v):\n    return v * 2\n")
+    assert policy_violation(source.replace("@triton.jit\ndef kernel", "@jit\ndef kernel")) is None
 
 
 @pytest.mark.parametrize(
@@ -129,6 +143,8 @@ def test_a_candidate_without_kernel_or_model_new_is_named():
     [
         ("    y = helper(tl.load(x_ptr + offsets))", "helper"),
         ("    y = torch.relu(tl.load(x_ptr + offsets))", "torch.relu"),
+        # not a Triton tensor method
+        ("    y = tl.load(x_ptr + offsets).tolist()", "tl.load(x_ptr + offsets).tolist"),
     ],
 )
 def test_a_kernel_calls_only_triton_and_other_kernels(line, called):
@@ -175,9 +191,30 @@ def test_a_written_target_is_exempt_but_what_its_dispatch_decorator_carries_is_c
     kernel = candidate().split("class ModelNew")[0]
     written = TASK.replace("    def forward", "    @drtriton_dispatch(forward_kernels)\n    def forward")
     alias = "\n\nModelNew = Model\n"
-    assert policy_violation(kernel + written + alias, TASK) is None
+    as_written = kernel + render_dispatch_helper() + written + alias  # the helper as write-back writes it
+    assert policy_violation(as_written, TASK) is None
+    after = policy_violation(kernel + written + "\nimport os\n" + alias, TASK)
+    assert after is not None and "imports os" in after.detail  # what follows the written target is checked
     smuggled = TASK.replace("    def forward", "    @drtriton_dispatch(__import__('os')._exit(0))\n    def forward")
     violation = policy_violation(kernel + smuggled + alias, TASK)
+    assert violation is not None and "__import__" in violation.detail
+
+
+FUNCTION_TASK = """
+import torch
+
+
+def scaled_relu(x, scale=2.0):
+    return torch.relu(x) * scale
+"""
+
+
+def test_a_written_function_target_is_exempt_but_what_its_dispatch_decorator_carries_is_checked():
+    honest = "@drtriton_dispatch(scaled_relu_kernels, is_method=False)\n"
+    function = FUNCTION_TASK.split("\n\n\n")[1]
+    assert policy_violation(candidate(header=honest + function), FUNCTION_TASK) is None
+    smuggled = "@drtriton_dispatch(__import__('os')._exit(0), is_method=False)\n"
+    violation = policy_violation(candidate(header=smuggled + function), FUNCTION_TASK)
     assert violation is not None and "__import__" in violation.detail
 
 
@@ -186,3 +223,36 @@ def test_a_task_statement_reused_inside_the_candidates_own_code_is_checked():
     reused = candidate(body="setattr(obj, name, value)")
     violation = policy_violation(reused, task)
     assert violation is not None and "uses setattr" in violation.detail
+
+
+UNALIASED_IMPORTS = """
+import torch.nn
+import triton.language
+from triton import language
+
+
+@triton.jit
+def scale(x_ptr, out_ptr, n, BLOCK: triton.language.constexpr):
+    offsets = triton.language.program_id(0) * BLOCK + language.arange(0, BLOCK)
+    mask = offsets < n
+    triton.language.store(out_ptr + offsets, triton.language.load(x_ptr + offsets, mask=mask) * 2.0, mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def scale(self, x):
+        return torch.empty_like(x)  # a method named like the kernel is plain Python, not a kernel
+
+    def forward(self, x):
+        out = self.scale(x)
+        scale[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+{body}
+        return out
+"""
+
+
+def test_import_a_dot_b_binds_a_and_a_method_named_like_a_kernel_is_plain_python():
+    # `import triton.language` binds `triton` (and `from triton import language`, `language`), so both are Triton's
+    assert policy_violation(UNALIASED_IMPORTS.format(body="")) is None
+    # and `import torch.nn` binds `torch`: what torch offers stays checked
+    violation = policy_violation(UNALIASED_IMPORTS.format(body="        out = torch.compile(lambda v: v)(out)"))
+    assert violation is not None and "uses torch.compile" in violation.detail

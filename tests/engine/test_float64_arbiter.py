@@ -42,3 +42,13 @@ def test_a_non_finite_candidate_is_never_arbitrated_into_a_pass():
     candidate[10] = float("nan")
     with pytest.raises(Rejected):
         _compare([EAGER], [candidate], Tally(), "primary", lambda: [EXACT])
+
+
+def test_an_output_up_to_twice_as_far_from_float64_as_eager_passes_and_beyond_it_does_not():
+    # eager's own error is 1e-3 (EAGER above); the arbiter allows twice that, plus the dtype's atol (1e-4)
+    inside = (EXACT + 1.9e-3).float()
+    tally = Tally()
+    _compare([EAGER], [inside], tally, "primary", lambda: [EXACT])
+    assert len(tally.arbitrated) == 1
+    with pytest.raises(Rejected):
+        _compare([EAGER], [(EXACT + 2.3e-3).float()], Tally(), "primary", lambda: [EXACT])

@@ -78,3 +78,15 @@ def test_benchmark_times_all_three_and_flags_hidden_side_stream_work():
     assert timing["triton_ms"] <= latency["triton_ms"] * 1.2
     hidden = runner.call("benchmark", {"task": TASK.to_json(), "candidate": (VERIFY_FIXTURES / "side_stream.py").read_text()})
     assert "work_outside_timed_stream" in hidden["timing"]["flags"]
+
+
+def test_benchmark_times_torch_compile_max_autotune_when_asked_for():
+    runner = LocalRunner()
+    candidate = (VERIFY_FIXTURES / "good.py").read_text()
+    measured = runner.call(
+        "benchmark", {"task": TASK.to_json(), "candidate": candidate, "max_autotune": True},
+        limits=JobLimits(timeout_s=900),
+    )
+    timing = measured["timing"]
+    assert timing["compile_ms"] > 0 and timing["compile_max_autotune_ms"] > 0, timing["notes"]
+    assert timing["speedup_vs_compile_max_autotune"] == timing["compile_max_autotune_ms"] / timing["triton_ms"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from drtriton_lsp.engine.op_audit import CandidateAudit, OpRecorder
+from drtriton_lsp.engine.op_audit import GUARD_BYTES, CandidateAudit, OpRecorder, guard_launch
 
 
 def test_fresh_buffers_are_poisoned_and_filled_factories_keep_their_values():
@@ -28,6 +28,10 @@ def test_fresh_buffers_are_poisoned_and_filled_factories_keep_their_values():
     with CandidateAudit(poison_seed=12):
         other = torch.empty(64, 5)
     assert torch.equal(again, fresh[0]) and not torch.equal(other, fresh[0])
+    with CandidateAudit(poison_seed=11):
+        # one-element outputs (a loss, a count) are poisoned too: an unwritten 0 would match a zero result
+        scalar, count = torch.empty(()), torch.empty(1, dtype=torch.int64)
+    assert float(scalar) != 0.0 and int(count) != 0
 
 
 def test_a_write_past_the_end_of_a_buffer_breaks_its_guard():
@@ -36,6 +40,23 @@ def test_a_write_past_the_end_of_a_buffer_breaks_its_guard():
     with audit.pause():
         out.as_strided((11,), (1,))[10] = 1.0  # one element past the end, as an unmasked last block writes
     assert audit.broken_guards() == ["empty [10] torch.float32"]
+
+
+def test_the_guard_after_a_buffer_spans_64_kib_and_its_last_byte_is_watched():
+    assert GUARD_BYTES == 64 * 1024  # the README's figure: a GPU allocator's slack is smaller
+    with CandidateAudit() as audit:
+        out = torch.empty(10)
+    last = 10 + GUARD_BYTES // out.element_size() - 1  # elements from the view's start to the guard's last one
+    with audit.pause():
+        out.as_strided((last + 1,), (1,))[last] = 1.0
+    assert audit.broken_guards() == ["empty [10] torch.float32"]
+
+
+def test_a_fresh_boolean_buffer_holds_both_values():
+    # an unwritten boolean output must not match by chance: all-True (or all-False) leftovers would match often
+    with CandidateAudit(poison_seed=3):
+        flags = torch.empty(256, dtype=torch.bool)
+    assert 0 < int(flags.sum()) < 256
 
 
 def test_a_write_before_the_start_of_a_buffer_breaks_its_guard():
@@ -108,3 +129,99 @@ def test_a_launch_writing_a_zero_dimensional_result_is_classified():
         total = torch.empty(())
         _launch(audit, [x, total], lambda: total.copy_(x.exp().sum()))
     assert audit.holds_triton_values(total)
+
+
+def test_a_launch_that_changes_values_by_more_than_the_float32_tolerance_computed_them():
+    # a real computation with a small effect (x * 1.001) is not a copy: float32's 1e-4 decides, not TF32's 1e-2
+    x = torch.linspace(1.0, 4.0, 64)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(64)
+        _launch(audit, [x, out], lambda: out.copy_(x * 1.001))
+    assert audit.holds_triton_values(out)
+
+
+def test_a_bfloat16_launch_is_judged_with_the_bfloat16_tolerance():
+    # each value moved by more than bfloat16's 1e-2 (and less than the interpreter's 1.6e-2): computed, not copied
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.bfloat16)
+    moved = torch.tensor([1.03125, 2.03125, 3.046875, 4.0625], dtype=torch.bfloat16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(4, dtype=torch.bfloat16)
+        _launch(audit, [x, out], lambda: out.copy_(moved))
+    assert audit.holds_triton_values(out)
+
+
+def test_a_buffer_filled_and_computed_into_by_pytorch_holds_no_triton_values():
+    # torch.zeros(...).add_(torch.relu(x)) is PyTorch's result in a fresh buffer: nothing Triton computed
+    x = torch.randn(16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.zeros(16)
+        out.add_(torch.relu(x))
+        fresh = torch.empty(16)
+    assert not audit.holds_triton_values(out) and not audit.holds_triton_values(fresh)
+
+
+def test_a_launch_reading_tensors_of_other_sizes_than_it_writes_is_classified():
+    x, bias = torch.randn(8, 16), torch.randn(16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(8, 16)
+        _launch(audit, [x, bias, out], lambda: out.copy_(x + bias))
+    assert audit.holds_triton_values(out)
+
+
+def test_a_copy_of_a_pytorch_result_holding_nan_is_still_a_copy():
+    x = torch.randn(8, 16)  # about half negative: log gives NaN there
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        result = torch.log(x)
+        out = torch.empty(8, 16)
+        _launch(audit, [result, out], lambda: out.copy_(result))
+        transposed = torch.empty(16, 8)
+        _launch(audit, [result, transposed], lambda: transposed.copy_(result.t()))
+    assert bool(result.isnan().any())
+    assert not audit.holds_triton_values(out) and not audit.holds_triton_values(transposed)
+
+
+def test_the_launch_counters_hook_classifies_a_launch_only_when_values_are_tracked():
+    x = torch.randn(16)
+    assert guard_launch(None) is None and guard_launch(CandidateAudit()) is None
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(16)
+        after = guard_launch(audit)([x, out])  # what the launch counter calls just before a launch
+        with audit.pause():
+            out.copy_(torch.sigmoid(x))
+        after([x, out])
+    assert audit.holds_triton_values(out)
+
+
+def test_pytorch_writing_into_a_triton_buffer_through_out_drops_the_mark():
+    x = torch.randn(16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(16)
+        _launch(audit, [x, out], lambda: out.copy_(torch.exp(x)))
+        torch.mul(x, 2.0, out=out)
+    assert not audit.holds_triton_values(out)
+
+
+def test_copying_a_triton_result_with_pytorch_keeps_the_mark():
+    x = torch.randn(16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(16)
+        _launch(audit, [x, out], lambda: out.copy_(torch.exp(x)))
+        moved = torch.empty(16)
+        moved.copy_(out)
+    assert audit.holds_triton_values(moved)
+
+
+def test_a_launch_that_copies_a_one_element_pytorch_result_computes_nothing():
+    x = torch.randn(64)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        loss = torch.sum(x * x)  # a loss computed in PyTorch, copied into the output by a kernel
+        out = torch.empty(())
+        _launch(audit, [loss, out], lambda: out.copy_(loss))
+    assert not audit.holds_triton_values(out)
+
+
+def test_a_constant_fill_of_two_elements_is_not_a_computation():
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(2)
+        _launch(audit, [out], lambda: out.fill_(0.5))
+    assert not audit.holds_triton_values(out)

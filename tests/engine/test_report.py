@@ -4,7 +4,7 @@ verified winner (faster than eager, or untimed) is worth writing back.
 
 from __future__ import annotations
 
-from drtriton_lsp.engine.report import latency_text, one_line, worth_writing_back
+from drtriton_lsp.engine.report import build_report, latency_text, one_line, to_markdown, worth_writing_back
 
 
 def report(status: str = "verified", speedup: float | None = None) -> dict:
@@ -41,3 +41,30 @@ def test_call_latency_reads_as_times_and_speedups_and_leaves_out_a_failed_torch_
     )
     without_compile = {**latency, "compile_ms": None, "speedup_vs_compile": None}
     assert latency_text(without_compile) == "eager 0.045 ms, Triton 0.0634 ms (0.71x vs eager)"
+
+
+def test_the_markdown_report_says_when_the_sizes_were_fixed_at_capture():
+    note = "torch.export could not leave the input sizes free (TypeError: ...); captured at the example sizes"
+    built = build_report(
+        file="model.py", target="Block", status="no_candidate", device={"kind": "cpu", "name": "CPU"}, verdict=None,
+        timing=None, timing_note="nothing was generated", search={"capture_note": note}, kernel_source=None,
+        schedule=None, replaced_ops=[], kept_ops=[],
+    )
+    assert f"| capture | {note} |" in to_markdown(built)
+
+
+def test_the_markdown_report_shows_max_autotune_beside_torch_compile_when_it_was_timed():
+    timing = {
+        "eager_ms": 2.0, "compile_ms": 1.0, "compile_max_autotune_ms": 0.8, "triton_ms": 0.5, "speedup_vs_eager": 4.0,
+        "speedup_vs_compile": 2.0, "speedup_vs_compile_max_autotune": 1.6, "method": "CUDA events",
+    }
+    built = build_report(
+        file="model.py", target="Block", status="verified", device={"kind": "cuda", "name": "NVIDIA H200"},
+        verdict=None, timing=timing, timing_note="", search={}, kernel_source=None, schedule=None, replaced_ops=[],
+        kept_ops=[],
+    )
+    markdown = to_markdown(built)
+    assert "| torch.compile (max-autotune) | 0.8 ms |" in markdown
+    assert "| speedup vs torch.compile (max-autotune) | 1.60x |" in markdown
+    untuned = {**timing, "compile_max_autotune_ms": None, "speedup_vs_compile_max_autotune": None}
+    assert "max-autotune" not in to_markdown({**built, "timing": untuned})

@@ -158,7 +158,9 @@ def test_retime_times_the_stored_source_on_the_gpu_it_was_verified_on_and_keeps_
     again = retime_outcome(outcome, options=OptimizeOptions(device="auto"), runner=runner)
 
     assert [method for method, _ in runner.calls] == ["capabilities", "benchmark"]
-    assert runner.calls[1][1] == {"task": TASK.to_json(), "candidate": outcome.report["kernel"]["source"]}
+    assert runner.calls[1][1] == {
+        "task": TASK.to_json(), "candidate": outcome.report["kernel"]["source"], "max_autotune": False
+    }
     report = again.report
     assert (report["status"], report["correctness"], report["kernel"]) == ("verified", outcome.report["correctness"], outcome.report["kernel"])
     assert report["timing"]["speedup_vs_eager"] == 4.0

@@ -113,3 +113,17 @@ def test_a_size_the_reference_itself_rejects_is_skipped_not_blamed_on_the_candid
     assert verdict.verified, verdict.explanation
     assert verdict.checks["odd_shapes"].startswith("skipped where the reference itself cannot run")
     assert "IndexError" in verdict.checks["odd_shapes"]
+
+
+@pytest.mark.slow
+def test_a_float16_result_three_tolerances_off_is_rejected_and_the_report_states_the_tolerance():
+    verdict = verify_candidate(
+        Task.from_file(VERIFY_FIXTURES / "task_scale_float16.py"),
+        (VERIFY_FIXTURES / "off_by_three_tolerances.py").read_text(),
+        device="cpu",
+        runner=LocalRunner(),
+        trials=2,
+    )
+    assert (verdict.verified, verdict.reason) == (False, "wrong_result")
+    assert "atol=0.01, rtol=0.01" in verdict.detail
+    assert verdict.tolerance == {"float16": {"atol": 1e-2, "rtol": 1e-2}}

@@ -35,6 +35,28 @@ def test_reading_keeps_line_endings_and_notes_the_byte_order_mark(tmp_path):
     assert source.encoded(source.text + "z = 3\r\n") == b"\xef\xbb\xbf" + ORIGINAL + b"z = 3\r\n"
 
 
+def test_a_file_without_a_byte_order_mark_is_read_whole(tmp_path):
+    path = tmp_path / "plain.py"
+    path.write_bytes(ORIGINAL)
+    source = read_source_file(path)
+    assert source.text == ORIGINAL.decode() and not source.has_bom and source.raw == ORIGINAL
+
+
+def test_a_missing_file_or_a_folder_is_refused_with_what_to_do(tmp_path):
+    with pytest.raises(DrtritonError) as missing:
+        read_source_file(tmp_path / "nowhere.py")
+    assert missing.value.message.endswith("nowhere.py does not exist") and missing.value.hint == "check the path"
+    with pytest.raises(DrtritonError) as folder:
+        read_source_file(tmp_path)
+    assert "is a folder, not a file" in folder.value.message and folder.value.hint == "name a Python file"
+
+
+def test_an_executable_file_stays_executable(user_file):
+    user_file.chmod(0o755)
+    replace_if_unchanged(user_file, ORIGINAL, WRITTEN)
+    assert user_file.stat().st_mode & 0o7777 == 0o755
+
+
 def test_a_file_that_is_not_utf8_is_refused_with_what_to_do(tmp_path):
     path = tmp_path / "latin.py"
     path.write_bytes("x = 'caf\xe9'\n".encode("latin-1"))

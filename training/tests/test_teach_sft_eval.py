@@ -222,7 +222,7 @@ def test_teach_sft_and_eval_run_end_to_end_on_the_cpu(tmp_path, capsys):
     assert verified and all(record["verdict"]["verified"] for record in verified)
 
     admit = ["--set", "statuses=verified,unverified"]
-    first = ["sft", "--config", "tiny", "--data", str(taught), "--out", str(run), *admit, "--set", "time_limit_s=2"]
+    first = ["sft", "--config", "tiny", "--data", str(taught), "--out", str(run), *admit, "--set", "time_limit_s=0"]
     assert cli.main(first) == 0
     stopped = json.loads((run / "model" / "drtriton_model.json").read_text())
     assert stopped["stopped_by_time_limit"] and not stopped["complete"]

@@ -21,6 +21,8 @@ from drtriton_lsp.compiler.templates.pointwise import (
     stored,
 )
 
+# the ops this template computes: each output element is an input element
+COPY_OPS = ("aten.cat.default", "aten.stack.default", "aten.repeat.default")
 # more inputs than this stay in PyTorch: every output element would test each input's range
 MAX_PIECES = 16
 KERNEL_NAMES = ("pid", "offsets", "mask", "numel", "inside", "BLOCK")
@@ -42,7 +44,7 @@ def _int(value: Any) -> bool:
 
 def copy_of(node: OpNode, graph: OpGraph) -> Copy | None:
     """The copy `node` computes, if this template computes it exactly as PyTorch does; else None."""
-    if node.op not in ("aten.cat.default", "aten.stack.default", "aten.repeat.default") or len(node.outputs) != 1:
+    if node.op not in COPY_OPS or len(node.outputs) != 1:
         return None
     bound = bind_arguments(node)
     output = node.spec

@@ -1,0 +1,92 @@
+"""How much memory a verification or benchmark worker may hold: derived from the task's own tensors and the machine.
+
+A fixed cap refused correct kernels for large single ops (a 6.4 GB input) while a small task needs far less; the cap
+here grows with the bytes the task's inputs, weights and outputs take (known once the graph is captured) and never falls
+below the fixed cap it replaces; the machine that runs the worker bounds it by its share of memory (so a hog is still
+stopped): `JobLimits.memory_cap` in runners/runner.py, computed where the worker runs (an ssh runner's remote host).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import math
+import operator
+from typing import Any
+
+from drtriton_lsp.compiler.graph import OpGraph, TensorSpec
+from drtriton_lsp.runners.runner import JobLimits
+
+DTYPE_BYTES = {
+    "float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2, "int8": 1,
+    "uint8": 1, "bool": 1,
+}  # fmt: skip
+# torch, the CUDA context and Triton in the judge's and the candidate's processes, before any tensor of the task
+RUNTIME_BYTES = 4 * 1024**3
+# copies of the task's tensors a verification holds at once, at most: the inputs in the judge and in the candidate's
+# process, the reference's and the candidate's outputs, their float64 copies for the arbiter (two to four times the
+# bytes of float32 and half-precision tensors), and the audit's copies of what a launch may write
+TENSOR_COPIES = 12
+# the fixed cap this replaces: a task that fitted under it still does
+FLOOR_BYTES = 8 * 1024**3
+
+
+def task_bytes(graph: OpGraph) -> int:
+    """Bytes of the graph's inputs (user inputs, parameters, buffers) and outputs at the example sizes."""
+    specs = [graph_input.spec for graph_input in graph.inputs if graph_input.spec is not None]
+    for output in graph.outputs:
+        if isinstance(output, dict) and "ref" in output:
+            spec = graph.spec_of(output["ref"])
+            if spec is not None:
+                specs.append(spec)
+    return sum(_spec_bytes(spec, graph.symbol_hints) for spec in specs)
+
+
+def task_memory_cap(graph: OpGraph) -> int:
+    """The resident bytes a worker verifying or timing this task needs, at least FLOOR_BYTES (see the module
+    docstring: the worker's machine bounds it)."""
+    return max(FLOOR_BYTES, RUNTIME_BYTES + TENSOR_COPIES * task_bytes(graph))
+
+
+def with_task_memory_caps(limits: JobLimits, graph: OpGraph) -> JobLimits:
+    """`limits` with the task's memory cap where they set none (a cap given explicitly stands)."""
+    if limits.memory_bytes is not None:
+        return limits
+    return dataclasses.replace(limits, memory_bytes=task_memory_cap(graph))
+
+
+def _spec_bytes(spec: TensorSpec, hints: dict[str, int]) -> int:
+    elements = math.prod(_example_size(dim, hints) for dim in spec.shape)
+    return elements * DTYPE_BYTES.get(spec.dtype, 8)
+
+
+def _example_size(dim: Any, hints: dict[str, int]) -> int:
+    """A dimension at the example sizes: an int, a symbol, or a size expression export wrote (`2*s0`,
+    `((s1 - 1)//2) + 1`, `Max(1, s0)`); anything else counts as the largest example size."""
+    if isinstance(dim, int):
+        return dim
+    try:
+        return max(int(_evaluate(ast.parse(dim, mode="eval").body, hints)), 0)
+    except (SyntaxError, ValueError, KeyError, ZeroDivisionError):
+        return max(hints.values(), default=1)
+
+
+_OPERATORS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.truediv, ast.Mod: operator.mod,
+}  # fmt: skip
+_FUNCTIONS = {"Max": max, "Min": min, "floor": math.floor, "ceiling": math.ceil, "FloorDiv": operator.floordiv}
+
+
+def _evaluate(node: ast.AST, hints: dict[str, int]) -> float:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    if isinstance(node, ast.Name):
+        return hints[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_evaluate(node.left, hints), _evaluate(node.right, hints))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_evaluate(node.operand, hints)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
+        return _FUNCTIONS[node.func.id](*(_evaluate(argument, hints) for argument in node.args))
+    raise ValueError(f"not a size expression: {ast.dump(node)}")

@@ -1,0 +1,77 @@
+"""What the judge makes of the candidate's answers and of its own inputs, piece by piece: an answer with any field of
+the wrong type is a protocol violation; the strided trial's layouts hold the same values in another layout for every
+input with more than one element; the arbiter never rescues an output when the float64 run itself is not finite.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from drtriton_lsp.engine.judge import Rejected, Tally, _checked_call_answer, _compare, _non_contiguous
+
+ANSWER = {
+    "outputs": [{"kind": "tensor"}], "launches": 2, "kernels": {"k": 2}, "torch_ops": {},
+    "outputs_hold_triton_values": [True], "broken_guards": [], "modified_inputs": [], "seconds": 0.5,
+}
+
+
+def test_a_well_formed_answer_is_taken_and_its_guard_descriptions_are_cut_short():
+    answer = _checked_call_answer({**ANSWER, "broken_guards": ["x" * 500]})
+    assert answer["launches"] == 2 and answer["broken_guards"] == ["x" * 200]
+
+
+@pytest.mark.parametrize(
+    ("change", "detail"),
+    [
+        ({"launches": "2"}, "its answer's 'launches' is not a int"),
+        ({"launches": True}, "its answer's 'launches' is not a int"),  # a bool is not a count
+        ({"seconds": None}, "its answer's 'seconds' is not a number"),
+        ({"outputs": {}}, "its answer's 'outputs' is not a list"),
+        ({"kernels": {"k": 2.0}}, "its launch or op counts are not counts"),
+        ({"torch_ops": {1: 1}}, "its launch or op counts are not counts"),
+        ({"outputs": [{"kind": "verdict"}]}, "an output it described in an unknown way"),
+        ({"outputs": ["tensor"]}, "an output it described in an unknown way"),
+        ({"outputs_hold_triton_values": [1]}, "its audit flags are not booleans"),
+    ],
+)
+def test_an_answer_with_a_field_of_the_wrong_type_is_a_protocol_violation(change, detail):
+    with pytest.raises(Rejected) as raised:
+        _checked_call_answer({**ANSWER, **change})
+    assert (raised.value.reason, raised.value.detail) == ("protocol_violation", detail)
+
+
+def test_an_output_that_is_not_a_plain_tensor_is_a_wrong_result():
+    with pytest.raises(Rejected) as raised:
+        _checked_call_answer({**ANSWER, "outputs": [{"kind": "unsupported", "type": "LazyTensor"}]})
+    expected = ("wrong_result", "the forward returned LazyTensor, not a plain tensor")
+    assert (raised.value.reason, raised.value.detail) == expected
+
+
+@pytest.mark.parametrize("shape", [(2,), (5,), (3, 1), (1, 4), (2, 3), (2, 3, 4)])
+def test_every_input_of_more_than_one_element_gets_another_layout_with_the_same_values(shape):
+    value = torch.arange(torch.Size(shape).numel(), dtype=torch.float32).reshape(shape)
+    laid_out = _non_contiguous(value)
+    assert not laid_out.is_contiguous() and laid_out.shape == value.shape
+    assert torch.equal(laid_out, value)
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (4, 2, 3)])
+def test_a_matrix_input_is_given_with_its_last_two_dims_transposed_in_memory(shape):
+    laid_out = _non_contiguous(torch.zeros(shape))
+    assert laid_out.stride()[-2] == 1 and laid_out.stride()[-1] == shape[-2]  # column-major: row-major indexing fails
+
+
+def test_a_single_value_keeps_its_layout():
+    assert _non_contiguous(torch.tensor(3.0)).is_contiguous() and _non_contiguous(torch.ones(1)).is_contiguous()
+
+
+def test_an_output_outside_tolerance_is_not_rescued_when_the_float64_run_is_not_finite():
+    exact = torch.linspace(-3.0, 3.0, 100, dtype=torch.float64)
+    exact[0] = float("inf")  # the float64 run overflowed where eager did not
+    eager = exact.clone().float()
+    eager[0] = 1.0
+    candidate = eager + 5e-3
+    with pytest.raises(Rejected) as raised:
+        _compare([eager], [candidate], Tally(), "primary", lambda: [exact])
+    assert "candidate max error inf" in raised.value.detail
