@@ -32,7 +32,8 @@ REQUIRE_SSHD_VARIABLE = "DRTRITON_TEST_REQUIRE_SSHD"
 
 
 def sshd_path() -> str | None:
-    return shutil.which("sshd") or next((path for path in ("/usr/sbin/sshd", "/sbin/sshd") if os.path.exists(path)), None)
+    installed = (path for path in ("/usr/sbin/sshd", "/sbin/sshd") if os.path.exists(path))
+    return shutil.which("sshd") or next(installed, None)
 
 
 @dataclass
@@ -55,7 +56,8 @@ class SshServer:
 
     @property
     def remote_python(self) -> str:
-        """The remote Python: this interpreter, importing this checkout (the remote login has none of our environment)."""
+        """The remote Python: this interpreter, importing this checkout (the remote login has none of our
+        environment)."""
         return str(self.directory / "python")
 
     def session_processes(self) -> list[psutil.Process]:

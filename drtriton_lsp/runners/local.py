@@ -360,7 +360,10 @@ class LocalRunner:
             if error["code"] == protocol.USER_ERROR:
                 data = error.get("data") or {}
                 raise DrtritonError(
-                    data.get("message", error["message"]), data.get("hint", ""), path=data.get("path"), line=data.get("line")
+                    data.get("message", error["message"]),
+                    data.get("hint", ""),
+                    path=data.get("path"),
+                    line=data.get("line"),
                 )
             detail = (error.get("data") or {}).get("traceback", error["message"])
             raise WorkerError(f"the worker failed in {method}: {error['message']}", detail)
@@ -371,7 +374,12 @@ class _Watch:
     """Kills the worker's process group on timeout, memory overuse or cancellation."""
 
     def __init__(
-        self, process: subprocess.Popen, limits: JobLimits, cancel: threading.Event | None, *, measure_memory: bool = True
+        self,
+        process: subprocess.Popen,
+        limits: JobLimits,
+        cancel: threading.Event | None,
+        *,
+        measure_memory: bool = True,
     ):
         self.process = process
         self.limits = limits

@@ -58,7 +58,9 @@ class RemoteHost:
         """The host named by `address`; a DrtritonError saying the expected form if it is not one."""
         problem = remote_problem(address)
         if problem:
-            raise DrtritonError(f"the remote address {address!r} {problem}", f"write it as {REMOTE_FORM}, e.g. ssh://gpu-box")
+            raise DrtritonError(
+                f"the remote address {address!r} {problem}", f"write it as {REMOTE_FORM}, e.g. ssh://gpu-box"
+            )
         parts = urlsplit(address.strip())
         return cls(host=parts.hostname, user=parts.username, port=parts.port)
 
@@ -161,7 +163,8 @@ class SshRunner(LocalRunner):
         if returncode is None or returncode < 0 or returncode == SSH_FAILED:
             return JobFailure(
                 "connection_lost",
-                f"the ssh connection to {self.host} failed or ended before the job did" + (f" ({said})" if said else ""),
+                f"the ssh connection to {self.host} failed or ended before the job did"
+                + (f" ({said})" if said else ""),
                 stderr_tail,
                 hint=(
                     f"check that `{self.remote.ssh_command_line('true')}` works from this "

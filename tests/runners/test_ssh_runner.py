@@ -33,7 +33,9 @@ from tests.test_no_orphaned_workers import CANDIDATE_HOST_MODULE, wait_for_file,
 CPU_ENVIRONMENT = {"TRITON_INTERPRET": "1"}
 CRASHING_TASK = Task(name="crash", kind="module", source="import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
 # 1.5 GiB written (so resident), then a wait
-MEMORY_HOG_TASK = Task(name="hog", kind="module", source="import time\nHELD = b'x' * (1536 * 1024**2)\ntime.sleep(600)\n")
+MEMORY_HOG_TASK = Task(
+    name="hog", kind="module", source="import time\nHELD = b'x' * (1536 * 1024**2)\ntime.sleep(600)\n"
+)
 
 
 # Addresses and the ssh command: no sshd needed.
@@ -81,7 +83,8 @@ def test_ssh_never_prompts_or_forwards_and_the_remote_gets_only_the_jobs_variabl
     )
     assert ("DRTRITON_TEST_LOCAL_ONLY", "1") in local_environment
     home_python = SshRunner(remote=RemoteHost.parse("ssh://gpu-box"), python="~/venv/bin/python")
-    assert home_python._environment_key(None, None)[0][-1].endswith(" ~/venv/bin/python -m drtriton_lsp.runners.remote_worker")
+    remote_command = home_python._environment_key(None, None)[0][-1]
+    assert remote_command.endswith(" ~/venv/bin/python -m drtriton_lsp.runners.remote_worker")
 
 
 # Jobs through a real sshd.
@@ -121,9 +124,12 @@ def test_a_worker_killed_on_the_remote_is_a_crash_not_a_lost_connection(remote_s
 def test_the_memory_limit_is_enforced_on_the_remote_host(remote_ssh):
     limits = JobLimits(timeout_s=60, memory_bytes=1024**3)
     with pytest.raises(JobFailure) as caught:
-        remote_runner(remote_ssh).call("capture", {"task": MEMORY_HOG_TASK.to_json()}, env=CPU_ENVIRONMENT, limits=limits)
+        remote_runner(remote_ssh).call(
+            "capture", {"task": MEMORY_HOG_TASK.to_json()}, env=CPU_ENVIRONMENT, limits=limits
+        )
     assert caught.value.reason == "memory_limit"
-    assert caught.value.detail.startswith(f"on {remote_ssh.address}: used ") and "over the 1.0 GiB limit" in caught.value.detail
+    detail = caught.value.detail
+    assert detail.startswith(f"on {remote_ssh.address}: used ") and "over the 1.0 GiB limit" in detail
 
 
 @pytest.mark.slow
@@ -134,7 +140,9 @@ def test_a_host_that_refuses_the_connection_fails_the_job_saying_what_to_check(r
     failure = caught.value
     assert failure.reason == "connection_lost" and failure.runner_fault
     assert "Connection refused" in failure.detail
-    assert failure.hint.startswith("check that `ssh -p 1 drtriton-test-gpu true` works from this machine without a prompt")
+    assert failure.hint.startswith(
+        "check that `ssh -p 1 drtriton-test-gpu true` works from this machine without a prompt"
+    )
 
 
 @pytest.mark.slow
@@ -154,7 +162,9 @@ def test_a_remote_python_without_drtriton_fails_the_job_saying_how_to_set_it_up(
         remote_runner(remote_ssh, python="/nonexistent/bin/python3").call("capabilities", {})
     failure = caught.value
     assert failure.reason == "remote_setup" and failure.runner_fault
-    assert failure.detail.startswith(f"/nonexistent/bin/python3 on {remote_ssh.address} could not start a drtriton worker")
+    assert failure.detail.startswith(
+        f"/nonexistent/bin/python3 on {remote_ssh.address} could not start a drtriton worker"
+    )
     assert "--remote-python" in failure.hint and "drtriton.remotePython" in failure.hint
 
 
@@ -167,7 +177,11 @@ def test_cancelling_a_remote_job_ends_its_processes_on_the_remote(remote_ssh, ki
     def capture() -> None:
         try:
             remote_runner(remote_ssh).call(
-                "capture", {"task": hanging_task(hangs)}, env=CPU_ENVIRONMENT, cancel=cancel, limits=JobLimits(timeout_s=120)
+                "capture",
+                {"task": hanging_task(hangs)},
+                env=CPU_ENVIRONMENT,
+                cancel=cancel,
+                limits=JobLimits(timeout_s=120),
             )
         except JobFailure as failure:
             failures.append(failure)
@@ -205,7 +219,9 @@ def test_a_connection_dropped_mid_verification_is_no_verdict_and_leaves_nothing_
     job.join(30)
     (error,) = outcome
     assert isinstance(error, DrtritonError) and not isinstance(error, JobFailure)
-    assert error.message.startswith(f"the verify worker failed: the ssh connection to {remote_ssh.address} failed or ended")
+    assert error.message.startswith(
+        f"the verify worker failed: the ssh connection to {remote_ssh.address} failed or ended"
+    )
     assert error.hint.startswith("check that `ssh drtriton-test-gpu true` works")
     assert alive_after(remote, 5) == []  # the host, the worker, its group guard and the candidate's process
 

@@ -34,7 +34,8 @@ async def test_debug_information_names_versions_settings_devices_and_workers(cli
         "python": platform.python_version(),
     }
     assert information["settings"] == {
-        **TEST_SETTINGS, "remote": "", "remotePython": "python3", "onSave": "hint", "writeTests": False, "writeBack": "inline"
+        **TEST_SETTINGS, "remote": "", "remotePython": "python3", "onSave": "hint", "writeTests": False,
+        "writeBack": "inline",
     }  # fmt: skip
     assert information["remote"] is None  # jobs run on this machine
     devices = information["devices"]

@@ -34,7 +34,8 @@ async def test_a_generate_job_runs_on_the_remote_host_and_its_report_names_the_h
     assert end.message == "ScaledActivation: verified · no speed measured: no GPU"
     assert worker_processes(client) == []  # no worker ran beside the server: they ran through ssh
     report = await execute(client, "drtriton.showReport", target)
-    assert f"| device | cpu-interpreter ({information['devices']['cpu_name']} on {platform.node()}) |" in report["markdown"]
+    device = f"cpu-interpreter ({information['devices']['cpu_name']} on {platform.node()})"
+    assert f"| device | {device} |" in report["markdown"]
 
 
 async def test_a_remote_that_cannot_be_reached_fails_the_job_saying_what_to_check(remote_ssh, client, example_file):
@@ -52,6 +53,8 @@ async def test_a_remote_that_cannot_be_reached_fails_the_job_saying_what_to_chec
 
     information = json.loads(await execute(client, "drtriton.printDebugInformation"))
     assert information["remote"]["answers"] is False
-    assert information["devices"]["error"].startswith("the capabilities worker failed: connection_lost: the ssh connection")
+    assert information["devices"]["error"].startswith(
+        "the capabilities worker failed: connection_lost: the ssh connection"
+    )
     assert information["devices"]["what_to_check"].startswith(what_to_check)
     assert await code_lenses(client, uri)  # the server still serves

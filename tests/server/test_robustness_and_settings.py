@@ -133,7 +133,8 @@ async def test_invalid_settings_are_reported_once_and_replaced_by_defaults(clien
         "drtriton: drtriton setting onSave = 'sometimes' is not one of off, hint, search; using 'hint'",
         "drtriton: drtriton setting remote = 'gpu-box' does not start with ssh://; using ''",
         "drtriton: drtriton setting trials = 0 is below the minimum 1; using 5",
-        "drtriton: unknown drtriton setting 'colour' (known: device, remote, remotePython, onSave, trials, warmWorker, writeTests, writeBack); ignored",
+        "drtriton: unknown drtriton setting 'colour' (known: device, remote, remotePython, onSave, trials, warmWorker, "
+        "writeTests, writeBack); ignored",
     ]
 
 
