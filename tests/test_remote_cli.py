@@ -1,5 +1,6 @@
-"""`drtriton optimize --remote` end to end through a real sshd (tests/ssh_server.py): the report is the local run's,
-plus the host it ran on; a remote that cannot be used exits 2 saying what to check.
+"""`drtriton optimize --remote` and `drtriton verify --remote` end to end through a real sshd (tests/ssh_server.py):
+the report is the local run's, plus the host it ran on; the remote judge passes and rejects as the local one does; a
+remote that cannot be used exits 2 saying what to check.
 
 Each test runs the real command in a subprocess; the remote workers run on this machine, through ssh.
 """
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import FIXTURES
 from tests.test_cli import drtriton
 
 pytestmark = pytest.mark.slow
@@ -51,6 +53,21 @@ def test_optimize_on_a_remote_host_gives_the_local_report_plus_the_host(remote_s
     assert remote_report["device"] == {**local_report["device"], "host": platform.node()}
     assert comparable({**remote_report, "device": local_report["device"]}) == comparable(local_report)
     assert f"on {platform.node()}" in remote.stderr  # the printed report names the host
+
+
+def test_verify_on_a_remote_host_passes_a_good_candidate_and_rejects_a_bad_one(remote_ssh, tmp_path):
+    task = str(FIXTURES / "verify" / "task_scale_relu.py")
+    remote = ["--remote", remote_ssh.address, "--remote-python", remote_ssh.remote_python, "--trials", "2"]
+    with ThreadPoolExecutor(max_workers=2) as both:
+        good_run = both.submit(
+            drtriton, "verify", task, str(FIXTURES / "verify" / "good.py"), *remote, "--json", str(tmp_path / "r.json")
+        )
+        bad_run = both.submit(drtriton, "verify", task, str(FIXTURES / "verify" / "wrong_result.py"), *remote)
+        good, bad = good_run.result(), bad_run.result()
+    assert good.returncode == 0, good.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["status"] == "verified" and report["device"]["host"] == platform.node()
+    assert bad.returncode == 1 and "differ from the reference" in bad.stderr
 
 
 def test_a_remote_that_cannot_be_reached_or_is_malformed_exits_2_saying_what_to_check(remote_ssh, example_copy):
