@@ -114,8 +114,8 @@ def problem_category(tree: ast.Module, folders: list[str]) -> str:
 
 
 class CapturingRunner:
-    """A runner that passes every job to `runner`, keeping the graph the pipeline's capture job returned (for bytes
-    and FLOPs)."""
+    """Passes a problem's jobs to `runner` (the part of the Runner protocol the pipeline uses: host, call, close),
+    keeping the graph the pipeline's capture job returned (for bytes and FLOPs)."""
 
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
@@ -131,20 +131,8 @@ class CapturingRunner:
             self.captured_graph = result["graph"]
         return result
 
-    def prepare(self, **options: Any) -> None:
-        self.runner.prepare(**options)
-
-    def take_spare_from(self, other: Runner) -> None:
-        self.runner.take_spare_from(other)
-
     def close(self) -> None:
         self.runner.close()
-
-    def __enter__(self) -> CapturingRunner:
-        return self
-
-    def __exit__(self, *_exc_info: object) -> None:
-        self.close()
 
 
 def measure_copy_bandwidth(runner: Runner, progress: Progress) -> dict[str, Any] | None:
