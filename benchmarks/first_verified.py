@@ -54,7 +54,8 @@ def main() -> int:
                 report = _run(path, target, start, args)
                 runs.append({"target": spec, "start": start, "round": round_number, "status": report["status"],
                              "first_verified_s": report["search"].get("first_verified_s"),
-                             "stages_s": report["search"]["stages_s"]})
+                             "stages_s": report["search"]["stages_s"],
+                             "judge_s": (report.get("correctness") or {}).get("seconds", {})})
                 print(f"{spec} {start}: {runs[-1]['first_verified_s']} s {runs[-1]['stages_s']}", file=sys.stderr, flush=True)
 
     command = "python benchmarks/first_verified.py " + " ".join(sys.argv[1:])
@@ -91,10 +92,10 @@ def render(runs: list[dict], command: str, args) -> str:
         f"- date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
         f"- method: per target, {args.rounds} rounds of a cold start then a start {args.ahead:g} s after the capture and "
         "verification workers were started ahead; medians of `first_verified_s` and of each step's seconds "
-        "(`search.stages_s`)",
+        "(`search.stages_s`) and of the judge's phases (`correctness.seconds`)",
         "",
-        "| target | start | runs | first verified s | capture s | verify s | each run's first verified s |",
-        "|---|---|---|---|---|---|---|",
+        "| target | start | runs | first verified s | capture s | verify s | judge's phases s | each run's first verified s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for target in dict.fromkeys(run["target"] for run in runs):
         for start in STARTS:
@@ -104,8 +105,10 @@ def render(runs: list[dict], command: str, args) -> str:
             first = _median([run["first_verified_s"] for run in chosen])
             capture = _median([run["stages_s"].get("capture") for run in chosen])
             verify = _median([run["stages_s"].get("verify") for run in chosen])
+            phases = dict.fromkeys(phase for run in chosen for phase in run.get("judge_s", {}))
+            judge = ", ".join(f"{phase} {_median([run['judge_s'].get(phase) for run in chosen])}" for phase in phases)
             every = ", ".join(f"{run['first_verified_s']}" for run in chosen)
-            lines.append(f"| {target} | {start} | {len(chosen)} | {first} | {capture} | {verify} | {every} |")
+            lines.append(f"| {target} | {start} | {len(chosen)} | {first} | {capture} | {verify} | {judge or '-'} | {every} |")
     return "\n".join(lines) + "\n"
 
 

@@ -10,6 +10,7 @@ no write lands outside a buffer; every call ends within a limit set by the refer
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import json
@@ -258,6 +259,8 @@ class Judge:
             "poisoned_outputs": True,
         }
         self.audit: dict[str, Any] = {}
+        # wall seconds by phase (loading, each kind of trial), for the report
+        self.seconds: dict[str, float] = {}
         self.floor_s = TRIAL_LIMIT_FLOOR_S["cuda" if self.device.type == "cuda" else "cpu"]
         self.calls = 0
         self.host: CandidateProcess | None = None
@@ -294,6 +297,7 @@ class Judge:
             shapes=self.tally.shapes,
             kept_ops=self.audit.get("kept_ops"),
             replaced_ops=self.audit.get("replaced_ops"),
+            seconds=self.seconds,
         )
         return result
 
@@ -301,50 +305,68 @@ class Judge:
 
     def _judge(self) -> None:
         self.progress("loading the task, and the candidate in its own process")
-        self.task_module = load_task(self.task, self.directory)
-        self.reference = build_model(self.task, self.task_module, self.directory, init_seed(self.seed)).to(self.device)
-        self.init_inputs = self.task_module.get_init_inputs() if hasattr(self.task_module, "get_init_inputs") else []
-        self._save("init.pt", list(self.init_inputs))
-        self._save("state.pt", _cpu_state(self.reference))
+        with self._timed("reference"):
+            self.task_module = load_task(self.task, self.directory)
+            self.reference = build_model(self.task, self.task_module, self.directory, init_seed(self.seed)).to(self.device)
+            self.init_inputs = self.task_module.get_init_inputs() if hasattr(self.task_module, "get_init_inputs") else []
+            self._save("init.pt", list(self.init_inputs))
+            self._save("state.pt", _cpu_state(self.reference))
         probe = torch.arange(4, device=self.device) if self.device.type == "cuda" else None
-        loaded = self.host.request(
-            "load",
-            {"source": "candidate.py", "init": "init.pt", "state": "state.pt", "init_seed": init_seed(self.seed),
-             "device": str(self.device), "precision": _precision_settings(),
-             "ipc_probe": share(probe) if probe is not None else None},
-            LOAD_LIMIT_S, "importing the candidate and building ModelNew",
-        )
+        with self._timed("candidate load"):
+            loaded = self.host.request(
+                "load",
+                {"source": "candidate.py", "init": "init.pt", "state": "state.pt", "init_seed": init_seed(self.seed),
+                 "device": str(self.device), "precision": _precision_settings(),
+                 "ipc_probe": share(probe) if probe is not None else None},
+                LOAD_LIMIT_S, "importing the candidate and building ModelNew",
+            )
         self.checks["weights"] = str(loaded.get("weights", ""))[:200]
         # tensors cross in shared GPU memory when the candidate's process could read the probe, else in files
         self.ipc = probe is not None and loaded.get("ipc_probe_sum") == 6
         self.checks["tensor_exchange"] = "shared GPU memory (CUDA IPC)" if self.ipc else "files"
 
-        example = self._draw(1000)
-        self.plan = self._shape_plan(example, reduced=self.device.type == "cpu")
-        self.checks["odd_shapes"] = self.plan.odd_reason or "tried"
-        self._primary_trials(example)
+        with self._timed("primary trials"):
+            example = self._draw(1000)
+            self.plan = self._shape_plan(example, reduced=self.device.type == "cpu")
+            self.checks["odd_shapes"] = self.plan.odd_reason or "tried"
+            self._primary_trials(example)
         # one more draw serves the remaining checks: each asks a different question of the same values
         # (drawing is most of a small trial's time on the CPU: get_inputs() draws at the task's full size)
         # (each check shifts those values by another amount, so no two calls see the same values)
-        extra = self._draw(1500)
-        self._strided_trial(_shifted(extra, 1))
+        with self._timed("strided trial"):
+            extra = self._draw(1500)
+            self._strided_trial(_shifted(extra, 1))
         # autograd on, as in a user's default mode, and the arguments passed by keyword where the forward allows it:
         # the same results are due (from the kernels, or from the written dispatch's fallback to PyTorch where
         # gradients are needed)
-        inputs = resize_inputs(_shifted(extra, 2), self.plan.primary)
-        keywords = _keyword_call(self.task_module.Model.forward, inputs)
-        label = "autograd on, keyword arguments" if keywords else "autograd on"
-        self.progress(f"trial with {label}")
-        self._trial(keywords or Call(inputs), label, autograd=True, must_launch=False, mismatch="wrong_for_other_call")
+        with self._timed("autograd trial"):
+            inputs = resize_inputs(_shifted(extra, 2), self.plan.primary)
+            keywords = _keyword_call(self.task_module.Model.forward, inputs)
+            label = "autograd on, keyword arguments" if keywords else "autograd on"
+            self.progress(f"trial with {label}")
+            self._trial(keywords or Call(inputs), label, autograd=True, must_launch=False, mismatch="wrong_for_other_call")
         self.checks["autograd_on"] = "tried once" + (", with keyword arguments" if keywords else "")
-        self._odd_trials(_shifted(extra, 3))
-        self._variants(_shifted(extra, 4))
-        self._full_size_trial(example)
-        self._no_op_trial(_shifted(extra, 5))
+        with self._timed("odd sizes"):
+            self._odd_trials(_shifted(extra, 3))
+        with self._timed("other calls and instances"):
+            self._variants(_shifted(extra, 4))
+        with self._timed("full size"):
+            self._full_size_trial(example)
+        with self._timed("no-op trial"):
+            self._no_op_trial(_shifted(extra, 5))
         self.checks["kernels_have_effect"] = True
         self.checks["reference_not_reachable"] = True
         self.checks["inputs_unchanged"] = True
         self.checks["guard_regions"] = "no write outside any buffer the candidate was given or allocated"
+
+    @contextlib.contextmanager
+    def _timed(self, phase: str):
+        """Adds the block's wall time to `seconds[phase]` (where the verification's time went, in the report)."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = round(self.seconds.get(phase, 0.0) + time.monotonic() - started, 3)
 
     def _primary_trials(self, example: list[Any]) -> None:
         first: list[Any] = []

@@ -75,6 +75,7 @@ def correctness_of(verdict: Verdict, previous_run: dict[str, Any] | None = None)
         "detail": verdict.detail,
         "checks": verdict.checks,
         "seed": verdict.seed,
+        "seconds": verdict.seconds,
         "previous_run": previous_run,
     }
 
@@ -163,7 +164,7 @@ def to_markdown(report: dict[str, Any]) -> str:
             f"{s['label']} " + " · ".join("x".join(map(str, shape)) for shape in s["inputs"]) for s in correctness["shapes"]
         )
         rows += [
-            ("trials passed", f"{correctness['passed']}/{correctness['trials']}"),
+            ("trials passed", _trials_passed(correctness)),
             ("max abs / rel error", f"{_number(correctness['max_abs_err'])} / {_number(correctness['max_rel_err'])}"),
             ("tolerance", tolerance or "-"),
             ("input shapes", "; ".join(f"{shape} (x{count})" for shape, count in shapes.items()) or "-"),
@@ -171,10 +172,12 @@ def to_markdown(report: dict[str, Any]) -> str:
         ]
         # one row per check; the ATen audit is the replaced/kept rows below, the launches per kernel are in the JSON
         rows += [
-            (f"check: {name}", "; ".join(map(str, value)) if isinstance(value, list) else str(value))
+            (f"check: {name}", _check_text(name, value))
             for name, value in correctness["checks"].items()
             if name not in ("kernels_launched", "aten_audit")
         ]
+        if correctness.get("seconds"):
+            rows.append(("verification time", _phase_seconds(correctness["seconds"])))
         if correctness.get("previous_run"):
             rows.append(("re-verified", _re_verified(correctness)))
     timing = report.get("timing")
@@ -227,6 +230,36 @@ def latency_text(latency: dict[str, Any]) -> str:
         f"eager {_number(latency['eager_ms'], ' ms')}{compile_part}, Triton {_number(latency['triton_ms'], ' ms')} "
         f"({latency['speedup_vs_eager']:.2f}x vs eager{versus_compile})"
     )
+
+
+# what a check that passed established, for checks whose outcome is only "passed"
+PASSED_CHECKS = {
+    "poisoned_outputs": "passed: memory the candidate allocates starts poisoned, so stale values cannot match",
+    "kernels_have_effect": "passed: with every Triton launch skipped, the results no longer match",
+    "reference_not_reachable": "passed: the candidate ran without the reference in its process",
+    "inputs_unchanged": "passed: no input was modified",
+}
+
+
+def _check_text(name: str, value: Any) -> str:
+    if value is True:
+        return PASSED_CHECKS.get(name, "passed")
+    if value is False:
+        return "failed"
+    return "; ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _trials_passed(correctness: dict[str, Any]) -> str:
+    """`8/8 (5 primary, 1 strided, 1 odd, ...)`: the count, and what kinds of trial it adds up."""
+    kinds = Counter(shape["label"] for shape in correctness["shapes"])
+    count = f"{correctness['passed']}/{correctness['trials']}"
+    return f"{count} ({', '.join(f'{n} {label}' for label, n in kinds.items())})" if kinds else count
+
+
+def _phase_seconds(seconds: dict[str, float]) -> str:
+    """`2.41 s: candidate load 0.90 s, primary trials 0.62 s, ...`: the judge's wall time by phase."""
+    phases = ", ".join(f"{phase} {value:.2f} s" for phase, value in seconds.items())
+    return f"{sum(seconds.values()):.2f} s: {phases}"
 
 
 def _re_verified(correctness: dict[str, Any]) -> str:

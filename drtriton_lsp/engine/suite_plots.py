@@ -200,7 +200,7 @@ class _Canvas:
         self.elements.append(f'<text x="{MARGIN_LEFT}" y="{y}" fill="#555555" {FONT}>{escape(text)}</text>')
 
     def render(self) -> str:
-        return _document(self.width, self.height, self.elements)
+        return svg_document(self.width, self.height, self.elements)
 
 
 def _empty_chart(title: str, message: str) -> str:
@@ -210,10 +210,10 @@ def _empty_chart(title: str, message: str) -> str:
         f'<text x="16" y="28" font-family="sans-serif" font-size="14" font-weight="bold">{escape(title)}</text>',
         f'<text x="16" y="64" {FONT}>{escape(message)}</text>',
     ]
-    return _document(width, height, elements)
+    return svg_document(width, height, elements)
 
 
-def _document(width: float, height: float, elements: list[str]) -> str:
+def svg_document(width: float, height: float, elements: list[str]) -> str:
     header = (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f"viewBox={quoteattr(f'0 0 {width} {height}')}>"

@@ -73,6 +73,8 @@ class Verdict:
     # ran itself, and the reference's ops it did not run in PyTorch (computed by its Triton kernels)
     kept_ops: list[str] | None = None
     replaced_ops: list[str] | None = None
+    # wall seconds by phase of the judge's work (loading the reference, the candidate, each kind of trial)
+    seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def explanation(self) -> str:
@@ -158,6 +160,7 @@ def verify_candidate(
         seed=seed,
         kept_ops=result.get("kept_ops"),
         replaced_ops=result.get("replaced_ops"),
+        seconds=result.get("seconds", {}),
     )
 
 

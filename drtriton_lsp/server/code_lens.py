@@ -15,6 +15,9 @@ from drtriton_lsp.server.language_server import DrtritonLanguageServer, client_r
 from drtriton_lsp.server.results import TargetResult
 
 
+RUNNING_WORDS = {"generate": "generating a kernel", "verify": "verifying", "benchmark": "benchmarking"}
+
+
 def lens_title(result: TargetResult) -> str:
     """E.g. "verified · 2.41x vs eager · 1.38x vs torch.compile · NVIDIA H200" or "failed: <reason>"."""
     if result.report is None:
@@ -40,11 +43,12 @@ def register(server: DrtritonLanguageServer) -> None:
             arguments: list[Any] = target_arguments(uri, name)
             running = ls.jobs.running_for(uri, name)
             result = ls.results.current(analysis, name)
-            if running is not None:
-                lenses.append(_lens(where, f"drtriton: running job {running.id} (cancel)", "drtriton.cancel", [running.id]))
+            if running is not None:  # the job's lens alone: an earlier result would read as the new one
+                title = f"drtriton: {RUNNING_WORDS.get(running.kind, running.kind)}… (click to cancel)"
+                lenses.append(_lens(where, title, "drtriton.cancel", [running.id]))
             elif result is None:
                 lenses.append(_lens(where, "Generate Triton kernel", "drtriton.generate", arguments))
-            if result is not None:
+            else:
                 lenses.append(_lens(where, lens_title(result), "drtriton.showReport", arguments))
                 if result.applicable:
                     lenses.append(_lens(where, "Apply verified kernel", "drtriton.apply", arguments))

@@ -53,7 +53,10 @@ def update_fusion_hints(ls: DrtritonLanguageServer, uri: str) -> None:
 
 
 async def start_background_search(ls: DrtritonLanguageServer, uri: str) -> None:
-    """onSave = search: a generate job for each target with inputs, no current result and no job."""
+    """onSave = search: a generate job for each target with inputs and no current result; where a job still runs
+    on the target (for older text), one more search once it ends, for whatever the text is then."""
+    if ls.settings.onSave != "search":
+        return
     found = await ls.analysis_of(uri)
     if found is None:
         return
@@ -61,7 +64,9 @@ async def start_background_search(ls: DrtritonLanguageServer, uri: str) -> None:
     for analyzed in analysis.targets:
         name = analyzed.target.name
         if analyzed.inputs.available and ls.results.current(analysis, name) is None:
-            await request_generate(ls, uri, name, quiet=True)
+            answer = await request_generate(ls, uri, name, quiet=True)
+            if answer["status"] == "already running":
+                ls.jobs.after_running_job(uri, name, lambda: start_background_search(ls, uri))
 
 
 def register(server: DrtritonLanguageServer) -> None:

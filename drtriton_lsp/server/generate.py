@@ -60,6 +60,7 @@ async def _refusal(ls: DrtritonLanguageServer, uri: str, target_name: str) -> st
         path=analysis.path,
         text_hash=analyzed.text_hash,
         settings=ls.settings,
+        target_line=analyzed.target.name_span.start_line,
     )
 
 

@@ -14,7 +14,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from lsprotocol import types
 
@@ -76,6 +76,8 @@ class JobInput:
     text_hash: str
     settings: Settings
     outcome: Outcome | None = None
+    # the target's `class`/`def` line in `text` (1-based): where a failure's line is counted from
+    target_line: int = 1
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ class JobManager:
         self._warm_lock = threading.Lock()  # a spare is never started after close()
         self._warming = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drtriton-warm-worker")
         self._closed = False
+        # (uri, target) -> the work to start once the running job on that target ends (one, the newest)
+        self._follow_ups: dict[tuple[str, str], Callable[[], Coroutine[Any, Any, Any]]] = {}
 
     def warm_workers_for(self, path: str) -> None:
         """In the background: have workers started ahead for the next job on the file at `path` (if the
@@ -238,6 +242,11 @@ class JobManager:
         threading.Thread(target=self._run, args=(job, job_input), name=f"drtriton-job-{job.id}", daemon=True).start()
         return job
 
+    def after_running_job(self, uri: str, target_name: str, work: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Start `work` once the job running on the target ends; a later call replaces an earlier one (only the
+        newest text is worth a job)."""
+        self._follow_ups[(uri, target_name)] = work
+
     def cancel(self, job: Job) -> None:
         job.cancel.set()
 
@@ -267,7 +276,11 @@ class JobManager:
         except Cancelled:
             self.server.call_from_thread(self._finish, job, "cancelled", None, "cancelled; the worker was stopped")
         except DrtritonError as problem:
-            result = self._result(job, job_input, None, problem.message) if job_input.outcome is None else None
+            result = None
+            if job_input.outcome is None:
+                here = problem.line is not None and problem.path in (None, job_input.path)
+                offset = problem.line - job_input.target_line if here else None
+                result = self._result(job, job_input, None, problem.message, problem.hint, offset)
             self.server.call_from_thread(self._finish, job, "failed", result, problem.message, problem.hint)
         except Exception as bug:  # a drtriton bug must end this job only, never the server
             logger.exception("job %s failed", job.id)
@@ -295,7 +308,9 @@ class JobManager:
         return True
 
     @staticmethod
-    def _result(job: Job, job_input: JobInput, outcome, error: str) -> TargetResult:
+    def _result(
+        job: Job, job_input: JobInput, outcome, error: str, hint: str = "", problem_offset: int | None = None
+    ) -> TargetResult:
         return TargetResult(
             uri=job.uri,
             target_name=job.target_name,
@@ -304,6 +319,8 @@ class JobManager:
             source_version=job_input.version,
             outcome=outcome,
             error=error,
+            hint=hint,
+            problem_offset=problem_offset,
         )
 
     def _report(self, job: Job, step: str) -> None:
@@ -329,6 +346,9 @@ class JobManager:
             self.server.tell(summary)
         self.server.publish_diagnostics(job.uri)
         self.server.refresh_result_views()
+        follow_up = self._follow_ups.pop((job.uri, job.target_name), None)
+        if follow_up is not None:
+            self.server.in_background(follow_up())
         if job.has_progress:
             # Last, so that a client which sees the end has already been sent the message and diagnostics.
             self.server.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message=summary))

@@ -11,6 +11,7 @@ from typing import Any, Callable, Coroutine
 from urllib.parse import unquote
 
 from lsprotocol import types
+from pygls.exceptions import FeatureRequestError
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
@@ -20,6 +21,7 @@ from drtriton_lsp.engine.report import one_line
 from drtriton_lsp.server.analysis import DocumentAnalysis, DocumentTooLarge
 from drtriton_lsp.server.background_analysis import BackgroundAnalysis
 from drtriton_lsp.server.jobs import JobManager
+from drtriton_lsp.server.malformed_messages import AnsweringProtocol, log_out_of_band_error
 from drtriton_lsp.server.results import ResultStore
 from drtriton_lsp.server.settings import Settings
 from drtriton_lsp.source.targets import SourceSpan
@@ -33,7 +35,12 @@ class DrtritonLanguageServer(LanguageServer):
     job threads reach it through `call_from_thread`."""
 
     def __init__(self) -> None:
-        super().__init__("drtriton-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "drtriton-lsp",
+            __version__,
+            protocol_cls=AnsweringProtocol,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+        )
         self.settings = Settings()
         self.initialization_options: Any = None
         self.reported_setting_problems: set[str] = set()
@@ -65,7 +72,7 @@ class DrtritonLanguageServer(LanguageServer):
                 return None
 
     async def result_view_snapshot(self, uri: str) -> tuple[TextDocument, DocumentAnalysis] | None:
-        """`snapshot_of`, for the views that show results (lenses, inlay hints): when the analysis was carried over
+        """`snapshot_of`, for the views that show results (lenses): when the analysis was carried over
         to newer text, the views are refreshed once the new text is analyzed (see document_analyzed)."""
         found = await self.snapshot_of(uri)
         if found is not None and found[1].carried_over_from is not None:
@@ -86,7 +93,7 @@ class DrtritonLanguageServer(LanguageServer):
             self.reported_large_documents.add(uri)
             self.tell(f"{analysis.problem.message}. {analysis.problem.hint}", types.MessageType.Warning)
         dropped = self.results.drop_stale(analysis)
-        if dropped:
+        if dropped or self.results.for_document(analysis):  # results that stay follow their targets' lines
             self.publish_diagnostics(uri)
         if dropped or uri in self.provisional_lenses:
             self.provisional_lenses.discard(uri)
@@ -103,6 +110,11 @@ class DrtritonLanguageServer(LanguageServer):
         self._background_tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.error("background work failed", exc_info=task.exception())
+
+    def report_server_error(self, error: Exception, source) -> None:
+        """pygls's hook for errors: a request's error is already in its answer; any other goes to the log."""
+        if source is not FeatureRequestError:
+            log_out_of_band_error(self, error)
 
     def tell(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         """A `window/showMessage` notification: a toast in VS Code, the message area in Neovim."""
@@ -131,7 +143,8 @@ class DrtritonLanguageServer(LanguageServer):
 
     def publish_diagnostics(self, uri: str) -> None:
         """Publish, once the current text is analysed: fusion hints (after a save with onSave on) plus one
-        Information diagnostic per target with a current result."""
+        diagnostic per target with a current result: Information on the target's line for a verified kernel, a
+        Warning with what to do for a failure, on the line it names (an untraceable branch) where it names one."""
         self.in_background(self._publish_diagnostics(uri))
 
     async def _publish_diagnostics(self, uri: str) -> None:
@@ -155,12 +168,23 @@ class DrtritonLanguageServer(LanguageServer):
             ]
         for result in self.results.for_document(analysis):
             analyzed = analysis.target_named(result.target_name)
-            summary = one_line(result.report) if result.report else f"{result.target_name}: failed · {result.error}"
+            where = analyzed.target.name_span
+            if result.report is not None:
+                message = one_line(result.report)
+                verified = result.report["status"] == "verified"
+            else:
+                message = f"{result.target_name}: failed · {result.error}" + (f" {result.hint}" if result.hint else "")
+                verified = False
+                line = where.start_line + result.problem_offset if result.problem_offset is not None else 0
+                if 1 <= line <= len(lines):
+                    text = lines[line - 1].rstrip("\r\n")
+                    indent = len(text) - len(text.lstrip())
+                    where = SourceSpan(line, indent, line, len(text))
             diagnostics.append(
                 types.Diagnostic(
-                    range=client_range(document, lines, analyzed.target.name_span),
-                    message=summary,
-                    severity=types.DiagnosticSeverity.Information,
+                    range=client_range(document, lines, where),
+                    message=message,
+                    severity=types.DiagnosticSeverity.Information if verified else types.DiagnosticSeverity.Warning,
                     source=SOURCE,
                 )
             )
@@ -174,11 +198,9 @@ class DrtritonLanguageServer(LanguageServer):
         return types.WorkspaceEdit(changes={document.uri: edits})
 
     def refresh_result_views(self) -> None:
-        """Ask the editor to request lenses and inlay hints again (where it supports their refresh requests)."""
+        """Ask the editor to request lenses again (where it supports the refresh request)."""
         if self.client_supports("workspace", "code_lens", "refresh_support"):
             self.workspace_code_lens_refresh(None)
-        if self.client_supports("workspace", "inlay_hint", "refresh_support"):
-            self.workspace_inlay_hint_refresh(None)
 
 
 def client_range(document: TextDocument, lines: list[str], span: SourceSpan) -> types.Range:
@@ -218,7 +240,6 @@ def build_server() -> DrtritonLanguageServer:
         document_sync,
         generate,
         hover,
-        inlay_hints,
         show_report,
         verify_and_benchmark,
     )
@@ -229,7 +250,6 @@ def build_server() -> DrtritonLanguageServer:
         document_sync,
         code_actions,
         code_lens,
-        inlay_hints,
         hover,
         generate,
         verify_and_benchmark,

@@ -21,7 +21,7 @@ class TargetResult:
     """What a generate job produced for one target (its outcome as verify and benchmark jobs last updated it).
 
     outcome: the engine's outcome (report, program), or None when the job failed before a report.
-    error: the one-line reason when there is no report (bad input, a crashed worker).
+    error: the one-line reason when there is no report (bad input, a crashed worker); hint: what to do about it.
     source_text / source_version: the document as the job read it.
     text_hash: the target's span hash in that text.
     """
@@ -33,6 +33,10 @@ class TargetResult:
     source_version: int | None
     outcome: Outcome | None
     error: str = ""
+    # for a failure: what to do about it, and the line it names, counted from the target's `class`/`def` line (so
+    # it follows the target when lines above it change)
+    hint: str = ""
+    problem_offset: int | None = None
 
     @property
     def report(self) -> dict[str, Any] | None:

@@ -4,7 +4,12 @@ verified winner (faster than eager, or untimed) is worth writing back.
 
 from __future__ import annotations
 
+import re
+from xml.etree import ElementTree
+
 from drtriton_lsp.engine.report import build_report, latency_text, one_line, to_markdown, worth_writing_back
+from drtriton_lsp.engine.report_chart import timing_chart
+from drtriton_lsp.engine.verify import Verdict
 
 
 def report(status: str = "verified", speedup: float | None = None) -> dict:
@@ -68,3 +73,27 @@ def test_the_markdown_report_shows_max_autotune_beside_torch_compile_when_it_was
     assert "| speedup vs torch.compile (max-autotune) | 1.60x |" in markdown
     untuned = {**timing, "compile_max_autotune_ms": None, "speedup_vs_compile_max_autotune": None}
     assert "max-autotune" not in to_markdown({**built, "timing": untuned})
+
+
+def test_the_markdown_report_says_where_the_verification_time_went():
+    verdict = Verdict(True, None, "", trials=6, passed=6, seconds={"candidate load": 0.9, "primary trials": 0.62})
+    built = build_report(
+        file="model.py", target="Block", status="verified", device={"kind": "cpu", "name": "CPU"}, verdict=verdict,
+        timing=None, timing_note="no GPU", search={}, kernel_source=None, schedule=None, replaced_ops=[], kept_ops=[],
+    )
+    assert built["correctness"]["seconds"] == {"candidate load": 0.9, "primary trials": 0.62}
+    assert "| verification time | 1.52 s: candidate load 0.90 s, primary trials 0.62 s |" in to_markdown(built)
+
+
+def test_the_timing_chart_draws_one_bar_per_contender_and_none_without_timing():
+    timing = {"eager_ms": 2.0, "compile_ms": 1.0, "compile_max_autotune_ms": None, "triton_ms": 0.5}
+    timed = {"target": "Block", "device": {"name": "NVIDIA H200"}, "timing": timing}
+    chart = timing_chart(timed)
+    ElementTree.fromstring(chart)  # well-formed SVG
+    assert re.findall(r"<title>([^<]*)</title>", chart) == ["eager: 2 ms", "torch.compile: 1 ms", "Triton: 0.5 ms"]
+    widths = [float(width) for width in re.findall(r'class="bar" x="\d+" y="\d+" width="([\d.]+)"', chart)]
+    assert widths[0] == 2 * widths[1] == 4 * widths[2]  # lengths in proportion to the times
+    assert "2 ms (Triton 4.00x)" in chart and "1 ms (Triton 2.00x)" in chart
+    assert "max-autotune" not in chart
+    assert "torch.compile (max-autotune)" in timing_chart({**timed, "timing": {**timing, "compile_max_autotune_ms": 0.8}})
+    assert timing_chart({**timed, "timing": None}) is None

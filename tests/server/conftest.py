@@ -51,18 +51,12 @@ async def client(request, lsp_client: LanguageClient):
     def workspace_code_lens_refresh(params: None) -> None:
         lsp_client.code_lens_refreshes += 1
 
-    lsp_client.inlay_hint_refreshes = 0
-
-    @lsp_client.feature(types.WORKSPACE_INLAY_HINT_REFRESH)
-    def workspace_inlay_hint_refresh(params: None) -> None:
-        lsp_client.inlay_hint_refreshes += 1
-
     # lsprotocol 2025.0.0 reads any code action that carries a `command` as a bare Command; editors do not.
     lsp_client.protocol._converter.register_structure_hook(
         types.Command | types.CodeAction, _command_or_code_action(lsp_client.protocol._converter)
     )
     lsp_client.editor = request.param
-    await lsp_client.initialize_session(
+    lsp_client.initialize_result = await lsp_client.initialize_session(
         types.InitializeParams(
             capabilities=pytest_lsp.client_capabilities(request.param),
             initialization_options=TEST_SETTINGS,

@@ -96,15 +96,6 @@ async def code_lenses(client: LanguageClient, uri: str) -> list[types.CodeLens]:
     ) or []
 
 
-async def inlay_hints(client: LanguageClient, uri: str, last_line: int = 500) -> list[types.InlayHint]:
-    return await client.text_document_inlay_hint_async(
-        types.InlayHintParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            range=types.Range(start=types.Position(0, 0), end=types.Position(last_line, 0)),
-        )
-    ) or []
-
-
 def document_edits(client: LanguageClient, edit: types.WorkspaceEdit, uri: str) -> tuple[int | None, list[types.TextEdit]]:
     """(version, edits) of a one-document WorkspaceEdit: `documentChanges` where the editor supports them
     (VS Code; the version is then checked), else `changes` (this Neovim profile)."""

@@ -108,6 +108,42 @@ async def test_apply_refuses_after_an_edit_made_during_the_job_and_offers_to_rer
     assert version in (2, None)
 
 
+UNTRACEABLE_BRANCH = """import torch
+import torch.nn as nn
+
+
+# drtriton: inputs = [torch.randn(8, 16)]
+class Gate(nn.Module):
+    def forward(self, x):
+        y = torch.relu(x)
+        if y.sum() > 0:
+            return y * 2.0
+        return y
+"""
+
+
+async def test_a_failure_is_a_warning_on_the_line_it_names_and_follows_the_target(client, tmp_path):
+    path = tmp_path / "gate.py"
+    path.write_text(UNTRACEABLE_BRANCH)
+    uri = open_file(client, path)
+    started = await execute(client, "drtriton.generate", {"uri": uri, "target": "Gate"})
+    end = await wait_for_job_end(client, started["token"], timeout_s=120)
+    assert "control flow" in end.message
+
+    def failure() -> types.Diagnostic | None:
+        found = [d for d in client.diagnostics.get(uri, []) if d.message.startswith("Gate: failed")]
+        return found[0] if found else None
+
+    diagnostic = await wait_until(failure, 10, "the failure's diagnostic")
+    assert diagnostic.severity == types.DiagnosticSeverity.Warning
+    branch = UNTRACEABLE_BRANCH.splitlines().index("        if y.sum() > 0:")
+    assert (diagnostic.range.start.line, diagnostic.range.start.character) == (branch, 8)
+    assert "torch.where" in diagnostic.message  # what to do, not only what happened
+    # two lines added above the target: the diagnostic moves with the branch it names
+    change_file(client, uri, 2, "# a comment\n# another\n" + UNTRACEABLE_BRANCH)
+    await wait_until(lambda: failure() and failure().range.start.line == branch + 2, 10, "the moved diagnostic")
+
+
 @pytest.mark.skipif(Path("/dev/nvidiactl").exists(), reason="needs a machine without an NVIDIA GPU")
 async def test_device_cuda_without_a_gpu_fails_the_job_clearly(client, example_file):
     push_settings(client, device="cuda")

@@ -120,6 +120,9 @@ async def test_a_running_verify_job_is_cancelled_and_an_applied_kernel_is_not_ap
         f"drtriton: Apply verified kernel to {TARGET}",
         f"drtriton: Show report for {TARGET}",
     ]
+    # while it runs, the lens shows the job alone: the stored verdict would read as the new one's
+    running = [lens.command.title for lens in await code_lenses(client, uri)]
+    assert running == ["drtriton: verifying… (click to cancel)"]
     await wait_until(lambda: worker_processes(client), 60, "a worker process")
     if client.editor == "visual-studio-code":  # VS Code cancels through the progress notification's button
         client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=started["token"]))

@@ -16,15 +16,14 @@ return {
       require('drtriton').refresh_code_lenses(context.client_id)
       return vim.NIL
     end,
-    -- Neovim 0.11's own handler can leave a line showing its old hint (see refresh_inlay_hints).
-    ['workspace/inlayHint/refresh'] = function(_, _, context)
-      require('drtriton').refresh_inlay_hints(context.client_id)
-      return vim.NIL
-    end,
     -- Neovim 0.11 echoes these with a trailing newline, which stops at a hit-enter prompt after every job;
     -- vim.notify shows them on one line, or through whichever notification plugin is installed.
     ['window/showMessage'] = function(_, params)
       require('drtriton').show_message(params)
+    end,
+    -- A report opens in a split beside the code instead of replacing it; other documents as Neovim opens them.
+    ['window/showDocument'] = function(err, params, context)
+      return require('drtriton').show_document(err, params, context)
     end,
   },
 }

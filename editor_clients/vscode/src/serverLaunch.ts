@@ -1,9 +1,14 @@
-/** How the extension starts `drtriton-lsp`: the configured interpreter, else the Python extension's, else PATH.
- *  `resolveServerLaunch` decides; `selectedPythonInterpreter` asks the Python extension (when installed). */
+/** How the extension starts `drtriton-lsp`: the configured interpreter, else the Python extension's when it has
+ *  drtriton, else PATH. `resolveServerLaunch` decides; `selectedPythonInterpreter` asks the Python extension (when
+ *  installed) and `hasServerModule` the interpreter. */
 
+import { execFile } from 'node:child_process';
 import * as vscode from 'vscode';
 
 export const SERVER_MODULE = 'drtriton_lsp.server.main';
+const SERVER_PACKAGE = 'drtriton_lsp';
+/** An interpreter that has not answered by then is taken to lack drtriton. */
+const PROBE_TIMEOUT_MS = 15_000;
 export const SERVER_EXECUTABLE = 'drtriton-lsp';
 export const PYTHON_EXTENSION_ID = 'ms-python.python';
 
@@ -12,13 +17,21 @@ export interface ServerLaunch {
   args: string[];
   /** Where the command came from, for the log and for error messages. */
   origin: string;
+  /** The Python extension's selected interpreter, passed over because it lacks drtriton. */
+  interpreterWithoutServer?: string;
+}
+
+export interface SelectedPython {
+  path: string;
+  /** Whether it can import drtriton's language server. */
+  hasServer: boolean;
 }
 
 export interface LaunchChoices {
   /** `drtriton.server.pythonPath`; empty when unset. */
   configuredPython: string;
   /** The Python extension's selected interpreter, when that extension is installed and has one. */
-  selectedPython: string | undefined;
+  selectedPython: SelectedPython | undefined;
   /** `drtriton.server.logLevel`. */
   logLevel: string;
 }
@@ -29,14 +42,32 @@ export function resolveServerLaunch(choices: LaunchChoices): ServerLaunch {
   if (configured) {
     return { command: configured, args: ['-m', SERVER_MODULE, ...logArguments], origin: 'drtriton.server.pythonPath' };
   }
-  if (choices.selectedPython) {
+  const selected = choices.selectedPython;
+  if (selected?.hasServer) {
     return {
-      command: choices.selectedPython,
+      command: selected.path,
       args: ['-m', SERVER_MODULE, ...logArguments],
       origin: "the Python extension's selected interpreter",
     };
   }
+  if (selected) {
+    return {
+      command: SERVER_EXECUTABLE,
+      args: logArguments,
+      origin: `${SERVER_EXECUTABLE} on PATH, as the Python extension's selected interpreter ${selected.path} has no ${SERVER_PACKAGE}`,
+      interpreterWithoutServer: selected.path,
+    };
+  }
   return { command: SERVER_EXECUTABLE, args: logArguments, origin: `${SERVER_EXECUTABLE} on PATH` };
+}
+
+/** Whether `python`, started in `cwd` (where the server would start), finds drtriton's package; false for an
+ *  interpreter that does not run or does not answer. */
+export function hasServerModule(python: string, cwd: string | undefined): Promise<boolean> {
+  const probe = `import importlib.util, sys; sys.exit(importlib.util.find_spec('${SERVER_PACKAGE}') is None)`;
+  return new Promise((resolve) => {
+    execFile(python, ['-c', probe], { cwd, timeout: PROBE_TIMEOUT_MS }, (failure) => resolve(failure === null));
+  });
 }
 
 export function describeLaunch(launch: ServerLaunch): string {

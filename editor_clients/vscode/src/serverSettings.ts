@@ -30,11 +30,22 @@ export function serverSettings(section: unknown, names: readonly string[]): Sett
   return picked;
 }
 
-/** A `workspace/configuration` answer with every "drtriton" item narrowed to the server's settings. */
+/** A `workspace/configuration` answer with every "drtriton" item replaced by `toServerSettings` of it. */
 export function narrowConfigurationAnswer(
   items: readonly { section?: string }[],
   answers: readonly unknown[],
-  names: readonly string[],
+  toServerSettings: (section: unknown) => SettingsObject,
 ): unknown[] {
-  return answers.map((answer, index) => (items[index]?.section === SECTION ? serverSettings(answer, names) : answer));
+  return answers.map((answer, index) => (items[index]?.section === SECTION ? toServerSettings(answer) : answer));
+}
+
+/** The settings as the server may have them in Restricted Mode (an untrusted workspace): nothing that runs the
+ *  workspace's code (on-save generate jobs, the regression test written when applying), and no worker processes
+ *  started ahead for jobs that cannot run. */
+export function restrictedSettings(settings: SettingsObject): SettingsObject {
+  const restricted: SettingsObject = { ...settings, writeTests: false, warmWorker: false };
+  if (settings.onSave === 'search') {
+    restricted.onSave = 'hint';
+  }
+  return restricted;
 }

@@ -52,9 +52,6 @@ local function check_clients()
     vim.health.ok(('client %d running (root %s), attached to %d buffer(s)'):format(client.id, client.root_dir or 'none', #buffers))
     local commands = vim.tbl_get(client.server_capabilities or {}, 'executeCommandProvider', 'commands') or {}
     vim.health.info('server commands: ' .. table.concat(commands, ', '))
-    if not client:supports_method('textDocument/inlayHint') then
-      vim.health.info('this server version offers no inlay hints; results show as code lenses and diagnostics')
-    end
   end
 end
 

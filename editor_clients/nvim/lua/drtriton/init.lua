@@ -1,4 +1,4 @@
--- drtriton for Neovim: commands on the target at the cursor, code lens refresh, inlay hints, job progress.
+-- drtriton for Neovim: commands on the target at the cursor, code lens refresh, reports beside the code, job progress.
 -- plugin/drtriton.lua binds these to user commands and autocommands; lsp/drtriton.lua holds the client config.
 
 local M = {}
@@ -171,24 +171,30 @@ function M.show_message(params)
   vim.notify(params.message, message_levels[params.type] or vim.log.levels.INFO)
 end
 
+--- `window/showDocument`: drtriton's Markdown report (a `.md` file in a `drtriton-reports-*` folder) in a vertical
+--- split beside the code, reusing a window that already shows it; anything else goes to Neovim's own handler.
+function M.show_document(err, params, context)
+  local path = vim.uri_to_fname(params.uri)
+  if not (path:match('/drtriton%-reports%-[^/]+/') and path:match('%.md$')) then
+    return vim.lsp.handlers['window/showDocument'](err, params, context)
+  end
+  local shown = vim.fn.bufwinid(vim.fn.bufnr(path))
+  if shown ~= -1 then
+    vim.api.nvim_set_current_win(shown)
+    vim.cmd.edit()  -- the file was written again: reload it
+  else
+    vim.cmd.vsplit({ args = { vim.fn.fnameescape(path) }, mods = { split = 'belowright' } })
+  end
+  return { success = true }
+end
+
 function M.refresh_code_lenses(client_id)
   for _, bufnr in ipairs(vim.lsp.get_buffers_by_client_id(client_id)) do
     vim.lsp.codelens.refresh({ bufnr = bufnr })
   end
 end
 
---- Neovim 0.11 draws a line's inlay hints once per buffer version, so hints that change while the text does
---- not (a job's result arriving) can stay old on screen; switching them off and on starts from a clean state.
-function M.refresh_inlay_hints(client_id)
-  for _, bufnr in ipairs(vim.lsp.get_buffers_by_client_id(client_id)) do
-    if vim.lsp.inlay_hint.is_enabled({ bufnr = bufnr }) then
-      vim.lsp.inlay_hint.enable(false, { bufnr = bufnr })
-      vim.lsp.inlay_hint.enable(true, { bufnr = bufnr })
-    end
-  end
-end
-
---- On attach: lenses now and after each save; inlay hints where the server offers them.
+--- On attach: lenses now and after each save.
 function M.on_attach(client, bufnr)
   vim.lsp.codelens.refresh({ bufnr = bufnr })
   vim.api.nvim_create_autocmd('BufWritePost', {
@@ -198,9 +204,6 @@ function M.on_attach(client, bufnr)
       vim.lsp.codelens.refresh({ bufnr = bufnr })
     end,
   })
-  if client:supports_method('textDocument/inlayHint') then
-    vim.lsp.inlay_hint.enable(true, { bufnr = bufnr })
-  end
 end
 
 --- LspProgress handler: tracks drtriton's jobs (begin, report, end) for M.statusline() and echoes each step.

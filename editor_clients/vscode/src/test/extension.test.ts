@@ -18,7 +18,8 @@ import {
 
 import { activate, deactivate } from '../extension';
 import { LanguageClient } from './standIns/languageClient';
-import { changeSetting, recorded, resetStandIn, Uri } from './standIns/vscode';
+import { fakePython } from './standIns/python';
+import { changeActiveEditor, changeSetting, grantWorkspaceTrust, recorded, resetStandIn, Uri } from './standIns/vscode';
 
 const packageJson = require('../../package.json');
 const FILE = Uri.file('/work/model.py');
@@ -29,8 +30,17 @@ async function settle(): Promise<void> {
   }
 }
 
+/** Waits up to a second for `condition`: a restart that asks an interpreter (a process) takes a few milliseconds. */
+async function eventually(condition: () => boolean): Promise<void> {
+  for (let wait = 0; wait < 100 && !condition(); wait++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+const EXTENSION_FOLDER = '/home/me/.vscode/extensions/drtriton.drtriton-0.1.0';
+
 async function activated(): Promise<void> {
-  await activate({ subscriptions: [], extension: { packageJSON: packageJson } } as never);
+  await activate({ subscriptions: [], extension: { packageJSON: packageJson }, extensionPath: EXTENSION_FOLDER } as never);
 }
 
 function latestClient(): LanguageClient {
@@ -43,8 +53,10 @@ function middleware(): NonNullable<LanguageClientOptions['middleware']> {
   return latestClient().clientOptions.middleware ?? assert.fail('no middleware');
 }
 
-function statusText(): string {
-  return recorded.statusItems[0].text;
+/** The status bar item's text, or undefined while it is hidden. */
+function statusText(): string | undefined {
+  const [item] = recorded.statusItems;
+  return item.visible ? item.text : undefined;
 }
 
 function cursorInPythonFile(): void {
@@ -67,7 +79,7 @@ test('activation registers every contributed command and starts drtriton-lsp fro
   assert.deepEqual([...recorded.commands.keys()].sort(), contributed);
   assert.deepEqual(latestClient().serverOptions, { command: 'drtriton-lsp', args: ['--log-level', 'WARNING'] });
   assert.deepEqual(latestClient().clientOptions.documentSelector, [{ scheme: 'file', language: 'python' }]);
-  assert.equal(statusText(), 'drtriton');
+  assert.equal(statusText(), undefined, 'no editor, no status');
 });
 
 test('a configured interpreter runs the server module; changing it restarts the server with the new one', async () => {
@@ -83,7 +95,9 @@ test('a configured interpreter runs the server module; changing it restarts the 
 });
 
 test("the Python extension's selected interpreter is used, and selecting another restarts the server", async () => {
-  let selected = '/home/me/.venv/bin/python';
+  const first = fakePython(true);
+  const second = fakePython(true);
+  let selected = first;
   let selectionListener: () => void = () => assert.fail('no listener registered');
   recorded.extensions.set('ms-python.python', {
     isActive: true,
@@ -99,15 +113,16 @@ test("the Python extension's selected interpreter is used, and selecting another
     },
   });
   await activated();
-  assert.equal(latestClient().serverOptions.command, '/home/me/.venv/bin/python');
-  selected = '/home/me/other/bin/python';
+  assert.equal(latestClient().serverOptions.command, first);
+  selected = second;
   selectionListener();
-  await settle();
-  assert.equal(latestClient().serverOptions.command, '/home/me/other/bin/python');
+  await eventually(() => latestClient().serverOptions.command === second);
+  assert.equal(latestClient().serverOptions.command, second);
 });
 
 test('a server that cannot start is reported, with how it was started, and shown as stopped', async () => {
   LanguageClient.startFailure = new Error('spawn drtriton-lsp ENOENT');
+  cursorInPythonFile();
   await activated();
   assert.equal(recorded.errors.length, 1);
   assert.match(recorded.errors[0], /drtriton-lsp --log-level WARNING \(from drtriton-lsp on PATH\).*ENOENT/);
@@ -178,16 +193,41 @@ test('with the server stopped, a palette command says so instead of failing', as
 });
 
 test("the status bar follows a job's progress, which still reaches VS Code's progress notification", async () => {
+  cursorInPythonFile();
   await activated();
   const forwarded: unknown[] = [];
   const next = (_token: unknown, params: unknown) => forwarded.push(params);
   const begin: WorkDoneProgressBegin = { kind: 'begin', title: 'drtriton: MLPBlock', message: 'starting', cancellable: true };
-  middleware().handleWorkDoneProgress?.('drtriton-job-1', begin, next);
+  const targetArguments = [{ uri: FILE.toString(), target: 'MLPBlock' }];
+  await middleware().executeCommand?.('drtriton.generate', targetArguments, async () => {
+    middleware().handleWorkDoneProgress?.('drtriton-job-1', begin, next); // the server begins before it answers
+    return { status: 'started', jobId: '1', token: 'drtriton-job-1' };
+  });
   middleware().handleWorkDoneProgress?.('drtriton-job-1', { kind: 'report', message: 'capturing the graph' }, next);
   assert.equal(statusText(), '$(sync~spin) drtriton: MLPBlock · capturing the graph');
   middleware().handleWorkDoneProgress?.('drtriton-job-1', { kind: 'end', message: 'MLPBlock: verified · no speed measured: no GPU' }, next);
   assert.equal(statusText(), 'drtriton: MLPBlock: verified · no speed measured: no GPU');
   assert.equal(forwarded.length, 3);
+});
+
+test('the status bar shows only in Python editors, for their own file, and hides when it has nothing to say', async () => {
+  cursorInPythonFile();
+  await activated();
+  assert.equal(statusText(), undefined, 'server running, nothing about this file yet');
+  const other = { document: { uri: Uri.file('/work/other.py'), languageId: 'python' }, selection: {} };
+  changeActiveEditor(other);
+  await middleware().didSave?.(other.document as never, async () => undefined);
+  const begin: WorkDoneProgressBegin = { kind: 'begin', title: 'drtriton: Gelu', message: 'starting' };
+  middleware().handleWorkDoneProgress?.('drtriton-job-2', begin, () => undefined); // started by the save
+  assert.equal(statusText(), '$(sync~spin) drtriton: Gelu · starting');
+  changeActiveEditor({ document: { uri: FILE, languageId: 'python' }, selection: {} });
+  assert.equal(statusText(), undefined, "the other file's job is not this file's");
+  changeActiveEditor({ document: { uri: Uri.file('/work/notes.md'), languageId: 'markdown' }, selection: {} });
+  latestClient().changeState(State.Stopped);
+  assert.equal(statusText(), undefined, 'not a Python editor');
+  changeActiveEditor(other);
+  assert.equal(statusText(), '$(error) drtriton: server stopped');
+  assert.match(recorded.statusItems[0].tooltip ?? '', /Language server: drtriton-lsp --log-level WARNING \(from drtriton-lsp on PATH\)/);
 });
 
 test('the server gets only its own settings, at start and when it asks for them', async () => {
@@ -260,6 +300,7 @@ test('with drtriton.server.socket, the extension connects there and sends the to
 
 test('with drtriton.server.socket but no token file, the extension says what to set and starts nothing', async () => {
   recorded.settings.set('drtriton.server.socket', '127.0.0.1:2087');
+  cursorInPythonFile();
   await activated();
   assert.equal(LanguageClient.created.length, 0);
   assert.deepEqual(recorded.errors, [
@@ -268,4 +309,121 @@ test('with drtriton.server.socket but no token file, the extension says what to 
       '(the --token-file drtriton-lsp was started with)',
   ]);
   assert.equal(statusText(), '$(error) drtriton: server stopped');
+});
+
+test("the context key drtriton.serverRunning (the walkthrough's install step) follows the server", async () => {
+  await activated();
+  assert.equal(recorded.contexts.get('drtriton.serverRunning'), true);
+  latestClient().changeState(State.Stopped);
+  assert.equal(recorded.contexts.get('drtriton.serverRunning'), false);
+});
+
+/** The Python extension, with `interpreter` selected. */
+function pythonExtensionSelecting(interpreter: string): void {
+  recorded.extensions.set('ms-python.python', {
+    isActive: true,
+    exports: {
+      environments: {
+        getActiveEnvironmentPath: () => ({ path: interpreter }),
+        resolveEnvironment: async (path: string) => ({ executable: { uri: Uri.file(path) } }),
+        onDidChangeActiveEnvironmentPath: () => ({ dispose: () => undefined }),
+      },
+    },
+  });
+}
+
+test("in Restricted Mode the server starts outside the workspace, without the workspace's interpreter", async () => {
+  recorded.trusted = false;
+  pythonExtensionSelecting(fakePython(true));
+  await activated();
+  assert.deepEqual(latestClient().serverOptions, {
+    command: 'drtriton-lsp',
+    args: ['--log-level', 'WARNING'],
+    options: { cwd: EXTENSION_FOLDER },
+  });
+});
+
+test('in Restricted Mode the server gets settings that run no workspace code, at start and when it asks', async () => {
+  recorded.trusted = false;
+  recorded.settings.set('drtriton.onSave', 'search');
+  recorded.settings.set('drtriton.writeTests', true);
+  await activated();
+  const restricted = { onSave: 'hint', writeTests: false, warmWorker: false };
+  assert.deepEqual((latestClient().clientOptions.initializationOptions as () => unknown)(), restricted);
+  const params: ConfigurationParams = { items: [{ section: 'drtriton' }] };
+  const answer = await middleware().workspace?.configuration?.(params, {} as CancellationToken, async () => [
+    { onSave: 'search', writeTests: true },
+  ]);
+  assert.deepEqual(answer, [restricted]);
+});
+
+test('in Restricted Mode Generate, Verify and Benchmark are refused with why and a way to trust; others run', async () => {
+  recorded.trusted = false;
+  await activated();
+  const sent: string[] = [];
+  const next = async (command: string) => {
+    sent.push(command);
+    return undefined;
+  };
+  const targetArguments = [{ uri: FILE.toString(), target: 'MLPBlock' }];
+  recorded.commandResults.set('workbench.trust.manage', undefined);
+  recorded.warningChoice = 'Manage Workspace Trust';
+  for (const command of ['drtriton.generate', 'drtriton.verify', 'drtriton.benchmark', 'drtriton.showReport', 'drtriton.apply']) {
+    await middleware().executeCommand?.(command, targetArguments, next);
+  }
+  await settle();
+  assert.deepEqual(sent, ['drtriton.showReport', 'drtriton.apply']);
+  assert.equal(recorded.warnings.length, 3);
+  assert.match(recorded.warnings[0], /^drtriton: Generate runs this workspace's code .* off in Restricted Mode\. Trust the workspace/);
+  assert.ok(recorded.executed.some((call) => call.command === 'workbench.trust.manage'));
+});
+
+test('trusting the workspace restarts the server with the selected interpreter and all settings', async () => {
+  recorded.trusted = false;
+  recorded.settings.set('drtriton.onSave', 'search');
+  const workspacePython = fakePython(true);
+  pythonExtensionSelecting(workspacePython);
+  await activated();
+  assert.equal(latestClient().serverOptions.command, 'drtriton-lsp');
+  grantWorkspaceTrust();
+  await eventually(() => latestClient().serverOptions.command === workspacePython);
+  assert.equal(latestClient().serverOptions.command, workspacePython);
+  assert.deepEqual((latestClient().clientOptions.initializationOptions as () => unknown)(), { onSave: 'search' });
+  const sent: string[] = [];
+  await middleware().executeCommand?.('drtriton.generate', [], async (command: string) => sent.push(command));
+  assert.deepEqual(sent, ['drtriton.generate']);
+});
+
+test('a selected interpreter without drtriton gives way to drtriton-lsp on PATH, and the user is told which runs', async () => {
+  const withoutDrtriton = fakePython(false);
+  pythonExtensionSelecting(withoutDrtriton);
+  await activated();
+  assert.deepEqual(latestClient().serverOptions, { command: 'drtriton-lsp', args: ['--log-level', 'WARNING'] });
+  assert.deepEqual(recorded.infos, [
+    `drtriton: the selected interpreter ${withoutDrtriton} has no drtriton, so the language server runs as ` +
+      'drtriton-lsp from PATH. Install drtriton there, or set drtriton.server.pythonPath.',
+  ]);
+  const logged = recorded.outputChannels[0].lines.join('\n');
+  assert.ok(logged.includes(`drtriton-lsp on PATH, as the Python extension's selected interpreter ${withoutDrtriton} has no drtriton_lsp`));
+});
+
+test("a report the server shows opens as a Markdown preview beside the code; other documents as VS Code opens them", async () => {
+  recorded.commandResults.set('markdown.showPreviewToSide', undefined); // VS Code's built-in Markdown extension
+  await activated();
+  const showDocument = middleware().window?.showDocument ?? assert.fail('no showDocument middleware');
+  const report = 'file:///tmp/drtriton-reports-1000/3f2a9c0d1e2b/model.ScaledActivation.md';
+  const passedOn: string[] = [];
+  const next = async (params: { uri: string }) => {
+    passedOn.push(params.uri);
+    return { success: true };
+  };
+  assert.deepEqual(await showDocument({ uri: report, takeFocus: true }, CancellationToken.None, next), { success: true });
+  const previews = recorded.executed.filter(({ command }) => command === 'markdown.showPreviewToSide');
+  assert.deepEqual(previews.map(({ args }) => String(args[0])), [report]);
+  assert.deepEqual(passedOn, []);
+
+  const elsewhere = 'file:///work/notes.md';
+  await showDocument({ uri: elsewhere, takeFocus: true }, CancellationToken.None, next);
+  assert.deepEqual(passedOn, [elsewhere]);
+  assert.equal(recorded.executed.filter(({ command }) => command === 'markdown.showPreviewToSide').length, 1);
 });

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { narrowConfigurationAnswer, serverSettingNames, serverSettings } from '../serverSettings';
+import { narrowConfigurationAnswer, restrictedSettings, serverSettingNames, serverSettings } from '../serverSettings';
 
 const packageJson = require('../../package.json');
 const SERVER_SETTINGS = ['device', 'remote', 'remotePython', 'onSave', 'trials', 'warmWorker', 'writeTests', 'writeBack'];
@@ -26,8 +26,18 @@ test('a missing or malformed section gives no settings (the server keeps its def
 test('a configuration answer is narrowed only for the drtriton section', () => {
   const items = [{ section: 'drtriton' }, { section: 'python' }];
   const answers = [{ onSave: 'off', server: { logLevel: 'DEBUG' } }, { defaultInterpreterPath: 'python3' }];
-  assert.deepEqual(narrowConfigurationAnswer(items, answers, SERVER_SETTINGS), [
+  assert.deepEqual(narrowConfigurationAnswer(items, answers, (section) => serverSettings(section, SERVER_SETTINGS)), [
     { onSave: 'off' },
     { defaultInterpreterPath: 'python3' },
   ]);
+});
+
+test('in Restricted Mode the server runs no workspace code: no on-save jobs, no regression tests, no warm workers', () => {
+  assert.deepEqual(restrictedSettings({ device: 'cuda', onSave: 'search', writeTests: true, warmWorker: true }), {
+    device: 'cuda',
+    onSave: 'hint',
+    writeTests: false,
+    warmWorker: false,
+  });
+  assert.deepEqual(restrictedSettings({ onSave: 'off' }), { onSave: 'off', writeTests: false, warmWorker: false });
 });

@@ -30,6 +30,9 @@ export class Uri {
   static file(path: string): Uri {
     return new Uri(path);
   }
+  static parse(value: string): Uri {
+    return new Uri(decodeURIComponent(value.replace(/^file:\/\//, '')));
+  }
   toString(): string {
     return `file://${this.fsPath}`;
   }
@@ -61,12 +64,17 @@ export class OutputChannelStandIn {
 }
 
 export class StatusBarItemStandIn {
+  name: string | undefined;
   text = '';
   tooltip: string | undefined;
   command: string | undefined;
   visible = false;
+  constructor(readonly id: string) {}
   show(): void {
     this.visible = true;
+  }
+  hide(): void {
+    this.visible = false;
   }
   dispose(): void {}
 }
@@ -77,6 +85,7 @@ export interface EditorStandIn {
 }
 
 type Listener = (event: { affectsConfiguration(section: string): boolean }) => void;
+type EditorListener = (editor: EditorStandIn | undefined) => void;
 type Callback = (...args: unknown[]) => unknown;
 
 /** Everything the stand-in records, and the answers tests give it. */
@@ -87,7 +96,10 @@ export const recorded = {
   commandResults: new Map<string, unknown>(),
   /** What 'vscode.executeCodeActionProvider' answers. */
   codeActions: [] as unknown[],
+  /** Context keys set with the 'setContext' command. */
+  contexts: new Map<string, unknown>(),
   warnings: [] as string[],
+  infos: [] as string[],
   errors: [] as string[],
   openedDocuments: [] as { content: string; language: string }[],
   outputChannels: [] as OutputChannelStandIn[],
@@ -97,6 +109,12 @@ export const recorded = {
   configurationListeners: [] as Listener[],
   extensions: new Map<string, unknown>(),
   activeTextEditor: undefined as EditorStandIn | undefined,
+  activeEditorListeners: [] as EditorListener[],
+  /** Whether the workspace is trusted (false: Restricted Mode). */
+  trusted: true,
+  trustListeners: [] as (() => void)[],
+  /** The button a test "clicks" in the next warning message; undefined: the message is dismissed. */
+  warningChoice: undefined as string | undefined,
 };
 
 export function resetStandIn(): void {
@@ -104,7 +122,9 @@ export function resetStandIn(): void {
   recorded.executed.length = 0;
   recorded.commandResults.clear();
   recorded.codeActions = [];
+  recorded.contexts.clear();
   recorded.warnings.length = 0;
+  recorded.infos.length = 0;
   recorded.errors.length = 0;
   recorded.openedDocuments.length = 0;
   recorded.outputChannels.length = 0;
@@ -113,6 +133,26 @@ export function resetStandIn(): void {
   recorded.configurationListeners.length = 0;
   recorded.extensions.clear();
   recorded.activeTextEditor = undefined;
+  recorded.activeEditorListeners.length = 0;
+  recorded.trusted = true;
+  recorded.trustListeners.length = 0;
+  recorded.warningChoice = undefined;
+}
+
+/** Trusts the workspace and tells the listeners, as VS Code does when the user trusts it. */
+export function grantWorkspaceTrust(): void {
+  recorded.trusted = true;
+  for (const listener of [...recorded.trustListeners]) {
+    listener();
+  }
+}
+
+/** Makes `editor` the active one and tells the listeners, as VS Code does when the user switches editors. */
+export function changeActiveEditor(editor: EditorStandIn | undefined): void {
+  recorded.activeTextEditor = editor;
+  for (const listener of [...recorded.activeEditorListeners]) {
+    listener(editor);
+  }
 }
 
 /** Sets a setting and tells the listeners, as VS Code does when the user edits settings.json. */
@@ -158,6 +198,14 @@ export const workspace = {
     recorded.configurationListeners.push(listener);
     return new Disposable(() => recorded.configurationListeners.splice(recorded.configurationListeners.indexOf(listener), 1));
   },
+  workspaceFolders: undefined,
+  get isTrusted(): boolean {
+    return recorded.trusted;
+  },
+  onDidGrantWorkspaceTrust(listener: () => void): Disposable {
+    recorded.trustListeners.push(listener);
+    return new Disposable(() => recorded.trustListeners.splice(recorded.trustListeners.indexOf(listener), 1));
+  },
   async openTextDocument(options: { content: string; language: string }) {
     recorded.openedDocuments.push(options);
     return options;
@@ -170,13 +218,19 @@ export const window = {
     recorded.outputChannels.push(channel);
     return channel;
   },
-  createStatusBarItem(): StatusBarItemStandIn {
-    const item = new StatusBarItemStandIn();
+  createStatusBarItem(id: string): StatusBarItemStandIn {
+    const item = new StatusBarItemStandIn(id);
     recorded.statusItems.push(item);
     return item;
   },
-  async showWarningMessage(message: string): Promise<undefined> {
+  async showWarningMessage(message: string, ...items: string[]): Promise<string | undefined> {
     recorded.warnings.push(message);
+    const choice = recorded.warningChoice;
+    recorded.warningChoice = undefined;
+    return choice !== undefined && items.includes(choice) ? choice : undefined;
+  },
+  async showInformationMessage(message: string): Promise<undefined> {
+    recorded.infos.push(message);
     return undefined;
   },
   async showErrorMessage(message: string): Promise<undefined> {
@@ -189,6 +243,10 @@ export const window = {
   get activeTextEditor(): EditorStandIn | undefined {
     return recorded.activeTextEditor;
   },
+  onDidChangeActiveTextEditor(listener: EditorListener): Disposable {
+    recorded.activeEditorListeners.push(listener);
+    return new Disposable(() => recorded.activeEditorListeners.splice(recorded.activeEditorListeners.indexOf(listener), 1));
+  },
 };
 
 export const commands = {
@@ -200,6 +258,10 @@ export const commands = {
     return new Disposable(() => recorded.commands.delete(command));
   },
   async executeCommand(command: string, ...args: unknown[]): Promise<unknown> {
+    if (command === 'setContext') {
+      recorded.contexts.set(args[0] as string, args[1]);
+      return undefined; // recorded in `contexts`, not among the commands run
+    }
     recorded.executed.push({ command, args });
     if (command === 'vscode.executeCodeActionProvider') {
       return recorded.codeActions;
