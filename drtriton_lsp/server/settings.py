@@ -37,7 +37,6 @@ class Settings:
         metadata={
             "values": "`\"\"` \\| `ssh://[user@]host[:port]`",
             "check": remote_problem,
-            "scope": "machine-overridable",
             "doc": "Run every job's workers on a GPU host over ssh: `ssh://[user@]host[:port]`, or a host alias from "
             "your ssh config (`ssh://gpu-box`). drtriton must be installed there (see `remotePython`). Uses your "
             "`ssh` client, config and agent, and never prompts: the host's key must be known and your key loaded. "
@@ -50,7 +49,6 @@ class Settings:
         metadata={
             "values": "a command or path on the remote host",
             "check": lambda value: "" if value.strip() and value.isprintable() else "is empty or not printable",
-            "scope": "machine-overridable",
             "doc": "With `remote`: the remote host's Python whose environment has drtriton installed, the same version "
             "as here (e.g. `~/venvs/drtriton/bin/python`).",
         },

@@ -40,8 +40,6 @@ def expected_property(definition: dataclasses.Field) -> dict:
         expected["enum"] = list(definition.metadata["choices"])
     if "minimum" in definition.metadata:
         expected["minimum"] = definition.metadata["minimum"]
-    if "scope" in definition.metadata:
-        expected["scope"] = definition.metadata["scope"]
     return expected
 
 
