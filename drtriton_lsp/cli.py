@@ -1,7 +1,8 @@
 """The `drtriton` command line: optimize a file's modules, verify a candidate, benchmark a suite, or serve as a worker.
 
 Exit codes: 0 every target (bench: every problem) verified; 1 a candidate was rejected or none was
-generated; 2 bad input (file, syntax, target, example inputs, capture, device); 3 internal error;
+generated; 2 bad input (file, syntax, target, example inputs, capture, device, a --remote host that cannot be
+reached or has no drtriton); 3 internal error;
 130 interrupted (bench: the results so far are written).
 """
 
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     optimize.add_argument("file", type=Path)
     optimize.add_argument("--target", help="the module or function to optimize (default: every target with example inputs)")
     _device_option(optimize)
+    _remote_options(optimize)
     optimize.add_argument("--json", type=Path, help="write the report (a list of reports for several targets) as JSON")
     optimize.add_argument("--markdown", type=Path, help="write the report as Markdown")
     optimize.add_argument("--write", action="store_true", help="write verified kernels back into FILE")
@@ -104,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("task_file", type=Path)
     verify.add_argument("candidate_file", type=Path)
     _device_option(verify)
+    _remote_options(verify)
     verify.add_argument("--json", type=Path, help="write the report as JSON")
     verify.add_argument("--trials", type=int, default=5, help="verification trials with fresh inputs (default 5)")
 
@@ -113,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("directory", type=Path, metavar="DIR")
     _device_option(bench)
+    _remote_options(bench)
     bench.add_argument("--out", type=Path, help="results folder (default: benchmarks/results/bench-DEVICE-DATE)")
     bench.add_argument("--limit", type=_positive, metavar="N", help="run only the first N problems (after --match)")
     bench.add_argument("--match", metavar="SUBSTRING", help="run only the problems whose path contains SUBSTRING")
@@ -193,6 +197,31 @@ def model_settings(args: argparse.Namespace):
     )
 
 
+def _remote_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--remote",
+        type=_remote_address,
+        metavar="ssh://[user@]host[:port]",
+        help="run the workers on this host over ssh (a host alias from your ssh config works: ssh://gpu-box); "
+        "drtriton must be installed there, see --remote-python",
+    )
+    parser.add_argument(
+        "--remote-python",
+        metavar="PATH",
+        default="python3",
+        help="with --remote: the remote python whose environment has drtriton installed (default python3)",
+    )
+
+
+def _remote_address(text: str) -> str:
+    from drtriton_lsp.runners.ssh import REMOTE_FORM, remote_problem
+
+    problem = remote_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}; write it as {REMOTE_FORM}, e.g. ssh://gpu-box")
+    return text
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -205,7 +234,7 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
     from drtriton_lsp.engine.report import one_line, to_markdown
     from drtriton_lsp.engine.search import SearchBudget
     from drtriton_lsp.engine.verify import Cancelled
-    from drtriton_lsp.runners.local import LocalRunner
+    from drtriton_lsp.runners.choice import runner_for
     from drtriton_lsp.source.extract import targets_with_inputs
     from drtriton_lsp.source.files import read_source_file
 
@@ -231,7 +260,7 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
         model=model_settings(args),
     )
     outcomes = []
-    with LocalRunner() as runner:  # closing it kills a worker started ahead for a job that did not come
+    with runner_for(args.remote, args.remote_python) as runner:  # closing it kills a worker started ahead, unused
         for name in names:
             with console.status(Text.assemble((name, "bold"), ": starting"), spinner="dots") as status:
 
@@ -359,20 +388,20 @@ def verify_command(args: argparse.Namespace, console: Console) -> int:
     from drtriton_lsp.engine.report import build_report, one_line
     from drtriton_lsp.engine.task import Task
     from drtriton_lsp.engine.verify import Cancelled, verify_candidate, worker_environment
-    from drtriton_lsp.runners.local import JobFailure, LocalRunner
+    from drtriton_lsp.runners.choice import runner_for
+    from drtriton_lsp.runners.runner import JobFailure
 
     task = Task.from_file(args.task_file)
     candidate = read_source(args.candidate_file)
     python_path = [str(args.task_file.resolve().parent)]
-    with LocalRunner() as runner, console.status("checking the worker's devices", spinner="dots") as status:
+    runner = runner_for(args.remote, args.remote_python)
+    with runner, console.status("checking the worker's devices", spinner="dots") as status:
         try:
             # the verification's worker (on the likely device) starts while the devices are checked
-            devices = runner.call(
-                "capabilities", {}, python_path=python_path, prepare_next=worker_environment(likely_device(args.device))
-            )
+            likely = likely_device(args.device, runner.host is not None)
+            devices = runner.call("capabilities", {}, python_path=python_path, prepare_next=worker_environment(likely))
         except JobFailure as failure:
-            say(console, "internal error: ", "bold red", f"the worker did not start: {failure.detail}\n{failure.stderr_tail}")
-            return EXIT_INTERNAL
+            return worker_did_not_start(console, failure)
         device = resolve_device(args.device, devices, str(args.task_file))
         try:
             verdict = verify_candidate(
@@ -436,16 +465,22 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
         select_problems,
     )
     from drtriton_lsp.engine.suite_report import progress_line, render_console_summary, write_results
-    from drtriton_lsp.runners.local import JobFailure, LocalRunner
+    from drtriton_lsp.runners.choice import runner_for
+    from drtriton_lsp.runners.runner import JobFailure
 
+    if args.remote and args.jobs > 1:
+        raise DrtritonError(
+            "--jobs above 1 with --remote is not supported: the problems' timings on the remote GPU would not be "
+            "kept apart (the GPU lock that does it is a file on this machine)",
+            "run with --jobs 1",
+        )
     problems, skipped = select_problems(args.directory, args.match, args.limit)
-    runner = LocalRunner()
+    runner = runner_for(args.remote, args.remote_python)
     with console.status("checking the worker's devices", spinner="dots") as status:
         try:
             devices = runner.call("capabilities", {})
         except JobFailure as failure:
-            say(console, "internal error: ", "bold red", f"the worker did not start: {failure.detail}\n{failure.stderr_tail}")
-            return EXIT_INTERNAL
+            return worker_did_not_start(console, failure)
         device = resolve_device(args.device, devices, str(args.directory))
         device_info = describe_device(device, devices)
         today = datetime.date.today().isoformat()
@@ -490,6 +525,7 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
             ),
             on_done=lambda number, total, record: console.print(Text(progress_line(number, total, record)), highlight=False),
             jobs=args.jobs,
+            new_runner=lambda: runner_for(args.remote, args.remote_python),
         )
     console.print(Markdown(render_console_summary(results)))
     say(console, "wrote ", "green", f"{out}: results.md, results.json, speedup.svg, roofline.svg")
@@ -499,6 +535,17 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
     selected = {problem.name for problem in problems}
     chosen = [record for record in results["problems"] if record["problem"] in selected]
     return EXIT_OK if all(record["status"] == "verified" for record in chosen) else EXIT_NOT_VERIFIED
+
+
+def worker_did_not_start(console: Console, failure) -> int:
+    """Say why the first worker did not answer: a remote that cannot be reached or used is the user's to fix (bad
+    input); a local worker that fails to start is an internal error."""
+    if failure.runner_fault:
+        say(console, "error: ", "bold red", failure.detail)
+        say(console, "what to do: ", "yellow", failure.hint)
+        return EXIT_BAD_INPUT
+    say(console, "internal error: ", "bold red", f"the worker did not start: {failure.detail}\n{failure.stderr_tail}")
+    return EXIT_INTERNAL
 
 
 def bench_options(args: argparse.Namespace, device: str):

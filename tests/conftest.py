@@ -1,4 +1,4 @@
-"""Shared test configuration: the GPU marker is skipped on machines without CUDA.
+"""Shared test configuration: the GPU marker is skipped on machines without CUDA; an sshd for the remote tests.
 
 Tests that need the language's own interpreter set TRITON_INTERPRET themselves (workers get it from the runner).
 """
@@ -12,6 +12,8 @@ from typing import Iterator
 
 import psutil
 import pytest
+
+from tests.ssh_server import SshServer, start_ssh_server
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -76,3 +78,21 @@ def kill_at_end() -> Iterator[set[psutil.Process]]:
             process.kill()
         except psutil.Error:
             continue
+
+
+@pytest.fixture(scope="session")
+def ssh_server(tmp_path_factory) -> Iterator[SshServer]:
+    """One sshd for the session's remote tests (skipped where sshd is not installed)."""
+    server = start_ssh_server(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def remote_ssh(ssh_server, monkeypatch) -> SshServer:
+    """The test sshd, reachable by its host alias: drtriton's ssh client (and any process started in the test,
+    a language server included) uses the test's ssh config."""
+    from drtriton_lsp.runners.ssh import SSH_COMMAND_VARIABLE
+
+    monkeypatch.setenv(SSH_COMMAND_VARIABLE, ssh_server.ssh_command)
+    return ssh_server

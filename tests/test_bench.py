@@ -20,10 +20,12 @@ import pytest
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.engine import bench, suite
 from drtriton_lsp.engine.gpu_lock import GPU_LOCK_VARIABLE, gpu_hold
+from drtriton_lsp.engine.pipeline import OptimizeOptions
 from drtriton_lsp.engine.roofline import GraphWork, MatmulShape, broadcast_matmul_shape, einsum_shape, graph_work
 from drtriton_lsp.engine.suite_plots import roofline_chart, speedup_chart
 from drtriton_lsp.engine.suite_report import progress_line, render_markdown, write_results
 from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.runners.runner import JobFailure
 
 SVG = "{http://www.w3.org/2000/svg}"
 H200 = {"kind": "cuda", "name": "NVIDIA H200"}
@@ -434,10 +436,48 @@ def test_resuming_refuses_results_from_another_device_or_pipeline_setting(tmp_pa
         suite.load_results(path, H200, {**PIPELINE, "search": False, "search_seconds": None})
 
 
+class LostConnectionRunner:
+    """A remote runner whose ssh connection is gone: every job fails as the ssh runner's do."""
+
+    host = "ssh://gpu-box"
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def call(self, method, params, **_options):
+        raise JobFailure("connection_lost", f"the ssh connection to {self.host} failed", hint="check that ssh works")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_problems_jobs_run_on_the_runner_made_for_it_and_a_lost_connection_is_recorded_with_what_to_check(tmp_path):
+    problem_file = tmp_path / "scale.py"
+    problem_file.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+        "        return x * 2.0\n\n\ndef get_inputs():\n    return [torch.randn(8)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    made: list[LostConnectionRunner] = []
+
+    def new_runner() -> LostConnectionRunner:
+        made.append(LostConnectionRunner())
+        return made[-1]
+
+    problem = suite.Problem(problem_file, "scale.py", "fusion")
+    entry = suite.run_problem(
+        problem, OptimizeOptions(device="cpu"), None, lambda _message: None, new_runner=new_runner
+    )
+    assert len(made) == 1 and made[0].closed
+    assert entry["status"] == "error" and entry["reason"] == "drtriton_error"
+    expected = "the capture worker failed: the ssh connection to ssh://gpu-box failed (check that ssh works)"
+    assert entry["message"] == expected
+
+
 def test_ctrl_c_stops_the_run_and_keeps_the_problems_already_done(tmp_path, monkeypatch):
     problems = [suite.Problem(tmp_path / f"{name}.py", f"{name}.py", "fusion") for name in ("a", "b", "c")]
 
-    def run_problem(problem, _options, _copy, _progress, cancel=None):
+    def run_problem(problem, _options, _copy, _progress, cancel=None, new_runner=None):
         if problem.name == "b.py":
             raise KeyboardInterrupt
         return record(problem.name, "fusion", vs_eager=2.0, vs_compile=1.5, fraction=0.9)
@@ -467,7 +507,7 @@ def test_problems_run_side_by_side_share_one_gpu_lock_that_is_gone_afterwards(tm
     running, most_at_once, locks = set(), [0], set()
     guard = threading.Lock()
 
-    def run_problem(problem, _options, _copy, _progress, cancel=None):
+    def run_problem(problem, _options, _copy, _progress, cancel=None, new_runner=None):
         with guard:
             running.add(problem.name)
             most_at_once[0] = max(most_at_once[0], len(running))

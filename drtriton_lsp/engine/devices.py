@@ -14,14 +14,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.runners.protocol import REMOTE_HOST_VARIABLE
 
 
 def describe_devices() -> dict:
+    """The devices and versions this worker sees; `host` too when it runs on a remote host (an ssh runner's)."""
     import torch
     import triton
 
     cuda = torch.cuda.is_available()
+    remote_host = os.environ.get(REMOTE_HOST_VARIABLE)
     return {
+        **({"host": remote_host} if remote_host else {}),
         "cuda_available": cuda,
         "cuda_device_name": torch.cuda.get_device_name(0) if cuda else None,
         "cpu_name": cpu_model_name(),
@@ -82,17 +86,22 @@ def resolve_device(
     return requested
 
 
-def likely_device(requested: str) -> str:
+def likely_device(requested: str, remote: bool = False) -> str:
     """The device `resolve_device` will most likely pick, guessed in the caller without starting CUDA there:
-    "auto" is "cuda" when an NVIDIA device node is present and CUDA_VISIBLE_DEVICES does not hide it. Only
-    good for starting a worker ahead of time; a wrong guess costs that worker, never a wrong device."""
+    "auto" is "cuda" when an NVIDIA device node is present and CUDA_VISIBLE_DEVICES does not hide it, and on a
+    remote host (one is chosen for its GPU). Only good for starting a worker ahead of time; a wrong guess costs
+    that worker, never a wrong device."""
     if requested != "auto":
         return requested
+    if remote:
+        return "cuda"
     hidden = os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1")
     return "cuda" if not hidden and glob.glob("/dev/nvidia[0-9]*") else "cpu"
 
 
 def describe_device(device: str, devices: dict[str, Any]) -> dict[str, str]:
+    """The report's `device`: kind and name, and the host's name when the worker ran on a remote host."""
+    host = {"host": devices["host"]} if devices.get("host") else {}
     if device == "cuda":
-        return {"kind": "cuda", "name": devices["cuda_device_name"]}
-    return {"kind": "cpu-interpreter", "name": devices["cpu_name"] or "cpu"}
+        return {"kind": "cuda", "name": devices["cuda_device_name"], **host}
+    return {"kind": "cpu-interpreter", "name": devices["cpu_name"] or "cpu", **host}

@@ -1,8 +1,9 @@
 """How much memory a verification or benchmark worker may hold: derived from the task's own tensors and the machine.
 
 A fixed cap refused correct kernels for large single ops (a 6.4 GB input) while a small task needs far less; the cap
-here grows with the bytes the task's inputs, weights and outputs take (known once the graph is captured), never falls
-below the fixed cap it replaces, and never exceeds the machine's share (runners/local.py), so a hog is still stopped.
+here grows with the bytes the task's inputs, weights and outputs take (known once the graph is captured) and never falls
+below the fixed cap it replaces; the machine that runs the worker bounds it by its share of memory (so a hog is still
+stopped): `JobLimits.memory_cap` in runners/runner.py, computed where the worker runs (an ssh runner's remote host).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import operator
 from typing import Any
 
 from drtriton_lsp.compiler.graph import OpGraph, TensorSpec
-from drtriton_lsp.runners.local import JobLimits, machine_memory_cap
+from drtriton_lsp.runners.runner import JobLimits
 
 DTYPE_BYTES = {
     "float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2, "int8": 1,
@@ -42,9 +43,9 @@ def task_bytes(graph: OpGraph) -> int:
 
 
 def task_memory_cap(graph: OpGraph) -> int:
-    """The resident bytes a worker verifying or timing this task may use (see the module docstring)."""
-    needed = RUNTIME_BYTES + TENSOR_COPIES * task_bytes(graph)
-    return min(machine_memory_cap(), max(FLOOR_BYTES, needed))
+    """The resident bytes a worker verifying or timing this task needs, at least FLOOR_BYTES (see the module
+    docstring: the worker's machine bounds it)."""
+    return max(FLOOR_BYTES, RUNTIME_BYTES + TENSOR_COPIES * task_bytes(graph))
 
 
 def with_task_memory_caps(limits: JobLimits, graph: OpGraph) -> JobLimits:

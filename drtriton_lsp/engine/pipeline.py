@@ -1,7 +1,7 @@
 """The main job for one target: extract, capture, generate, verify, benchmark, report; and, on its
 outcome, verifying the same kernel again or timing it again without generating anything.
 
-Each step that runs user or generated code is a worker job (`LocalRunner`); this module only
+Each step that runs user or generated code is a worker job (a `Runner`'s); this module only
 moves text and JSON between them, so the language server can call it from a thread.
 """
 
@@ -35,7 +35,8 @@ from drtriton_lsp.engine.verify import Cancelled, verify_candidate, worker_envir
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models.settings import ModelSettings
 from drtriton_lsp.models.sources import COMPILER, COMPILER_ORIGIN, MODEL
-from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner, worker_python_path
+from drtriton_lsp.runners.local import worker_python_path
+from drtriton_lsp.runners.runner import JobFailure, JobLimits, Runner
 from drtriton_lsp.source.applied import applied_kernels
 from drtriton_lsp.source.dispatch import describe_guard
 from drtriton_lsp.source.extract import extract_task
@@ -120,7 +121,7 @@ def optimize_target(
     target_name: str,
     *,
     options: OptimizeOptions,
-    runner: LocalRunner,
+    runner: Runner,
     progress: Progress = lambda _message: None,
     cancel: threading.Event | None = None,
 ) -> Outcome:
@@ -145,7 +146,8 @@ def optimize_target(
     with clock.stage("capture"):
         capture = _call(
             runner, "capture", {"task": task.to_json()}, options.capture_limits, python_path, progress, cancel,
-            prepare_next=worker_environment(likely_device(options.device)), prepare_next_for="verify",
+            prepare_next=worker_environment(likely_device(options.device, runner.host is not None)),
+            prepare_next_for="verify",
         )
     devices = capture["devices"]
     device = resolve_device(options.device, devices, path, options.device_option)
@@ -320,7 +322,7 @@ def reverify_outcome(
     outcome: Outcome,
     *,
     options: OptimizeOptions,
-    runner: LocalRunner,
+    runner: Runner,
     progress: Progress = lambda _message: None,
     cancel: threading.Event | None = None,
 ) -> Outcome:
@@ -379,7 +381,7 @@ def retime_outcome(
     outcome: Outcome,
     *,
     options: OptimizeOptions,
-    runner: LocalRunner,
+    runner: Runner,
     progress: Progress = lambda _message: None,
     cancel: threading.Event | None = None,
 ) -> Outcome:
@@ -446,7 +448,7 @@ def _worker_devices(runner, options, python_path, progress, cancel) -> dict[str,
     progress("checking the worker's devices")
     return _call(
         runner, "capabilities", {}, options.capabilities_limits, python_path, progress, cancel,
-        prepare_next=worker_environment(likely_device(options.device)),
+        prepare_next=worker_environment(likely_device(options.device, runner.host is not None)),
     )
 
 
@@ -713,6 +715,6 @@ def _call(
             raise Cancelled() from failure
         raise DrtritonError(
             f"the {method} worker failed: {failure.detail}",
-            "the worker's last output is below; this is the user's module or an environment problem"
+            (failure.hint or "the worker's last output is below; this is the user's module or an environment problem")
             + (f"\n{failure.stderr_tail}" if failure.stderr_tail else ""),
         ) from failure

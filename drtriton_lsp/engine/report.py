@@ -122,11 +122,16 @@ def summary(report: dict[str, Any]) -> str:
         parts = [verdict, f"{timing['speedup_vs_eager']:.2f}x vs eager"]
         if timing.get("speedup_vs_compile") is not None:
             parts.append(f"{timing['speedup_vs_compile']:.2f}x vs torch.compile")
-        return " · ".join([*parts, report["device"]["name"]])
+        return " · ".join([*parts, device_name(report["device"])])
     if report["status"] == "verified":
         reason = "no GPU" if report["device"]["kind"] == "cpu-interpreter" else report["timing_note"]
         return f"{verdict} · no speed measured: {reason}"
     return " · ".join([report["status"], report["message"]] if report.get("message") else [report["status"]])
+
+
+def device_name(device: dict[str, str]) -> str:
+    """E.g. "NVIDIA H200", or "NVIDIA H200 on gpu-box" for a remote host's."""
+    return f"{device['name']} on {device['host']}" if device.get("host") else device["name"]
 
 
 def one_line(report: dict[str, Any]) -> str:
@@ -147,7 +152,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     rows: list[tuple[str, str]] = [
         ("status", report["status"] + (f" ({report['message']})" if report.get("message") else "")),
         ("file", str(report.get("file"))),
-        ("device", f"{report['device']['kind']} ({report['device']['name']})"),
+        ("device", f"{report['device']['kind']} ({device_name(report['device'])})"),
     ]
     capture_note = (report.get("search") or {}).get("capture_note")
     if capture_note:

@@ -31,7 +31,8 @@ from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, parse_schedule, print_schedule
 from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.verify import Cancelled
-from drtriton_lsp.runners.local import JobFailure
+from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.runners.runner import JobFailure, Runner
 from drtriton_lsp.source.candidate import build_candidate
 
 # 2: kept convolutions are searched (with the pointwise kernel after them); 3: a matmul kernel is
@@ -288,7 +289,7 @@ class WorkerMeasurer:
     """Measures fragments with worker processes: verifications in parallel (one worker each),
     then one timing job for the verified candidates and PyTorch, alone on the GPU."""
 
-    def __init__(self, *, runner, device: str, trials: int, verify_limits, timing_limits, parallel: int,
+    def __init__(self, *, runner: Runner, device: str, trials: int, verify_limits, timing_limits, parallel: int,
                  python_path: list[str] | None = None, cancel: threading.Event | None = None):
         self.runner, self.device, self.trials = runner, device, trials
         self.verify_limits, self.timing_limits = verify_limits, timing_limits
@@ -327,6 +328,8 @@ class WorkerMeasurer:
             except JobFailure as failure:
                 if failure.reason == "cancelled":
                     raise Cancelled() from failure
+                if failure.runner_fault:
+                    raise DrtritonError(f"the timing worker failed: {failure.detail}", failure.hint) from failure
                 # verified but untimed: the fragment keeps its default
                 return None, [(ok, reason, None) for ok, reason in verdicts]
         times = iter(timing["candidate_ms"])

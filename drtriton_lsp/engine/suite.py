@@ -28,7 +28,8 @@ from drtriton_lsp.engine.gpu_lock import GPU_LOCK_VARIABLE
 from drtriton_lsp.engine.pipeline import OptimizeOptions, Outcome, optimize_target
 from drtriton_lsp.engine.roofline import BANDWIDTH_TARGET, LIBRARY_TARGET, GraphWork, graph_work
 from drtriton_lsp.errors import DrtritonError
-from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
+from drtriton_lsp.runners.local import LocalRunner
+from drtriton_lsp.runners.runner import JobFailure, JobLimits, Runner
 
 RESULTS_SCHEMA = "drtriton.bench/1"
 # Directory names that say a problem's category when its file has no CATEGORY constant (KernelBench's levels too).
@@ -112,19 +113,29 @@ def problem_category(tree: ast.Module, folders: list[str]) -> str:
     return UNCATEGORIZED
 
 
-class CapturingRunner(LocalRunner):
-    """A LocalRunner that keeps the graph the pipeline's capture job returned (for bytes and FLOPs)."""
+class CapturingRunner:
+    """Passes a problem's jobs to `runner` (the part of the Runner protocol the pipeline uses: host, call, close),
+    keeping the graph the pipeline's capture job returned (for bytes and FLOPs)."""
 
-    captured_graph: dict[str, Any] | None = None
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.captured_graph: dict[str, Any] | None = None
+
+    @property
+    def host(self) -> str | None:
+        return self.runner.host
 
     def call(self, method: str, params: dict[str, Any], **options: Any) -> Any:
-        result = super().call(method, params, **options)
+        result = self.runner.call(method, params, **options)
         if method == "capture" and self.captured_graph is None:
             self.captured_graph = result["graph"]
         return result
 
+    def close(self) -> None:
+        self.runner.close()
 
-def measure_copy_bandwidth(runner: LocalRunner, progress: Progress) -> dict[str, Any] | None:
+
+def measure_copy_bandwidth(runner: Runner, progress: Progress) -> dict[str, Any] | None:
     """The GPU's device-to-device copy bandwidth, measured in a worker now."""
     measured = runner.call("ceilings", {"copy": True}, limits=CEILING_LIMITS, on_progress=progress)
     return measured["copy"]
@@ -136,10 +147,12 @@ def run_problem(
     copy_ceiling: dict[str, Any] | None,
     progress: Progress,
     cancel: threading.Event | None = None,
+    new_runner: Callable[[], Runner] = LocalRunner,
 ) -> dict[str, Any]:
-    """Optimize one problem's Model and record its verdict, times and position against the ceilings."""
+    """Optimize one problem's Model and record its verdict, times and position against the ceilings.
+    new_runner: makes the runner of the problem's jobs (one per problem, closed at its end)."""
     started = time.monotonic()
-    runner = CapturingRunner()
+    runner = CapturingRunner(new_runner())
     outcome: Outcome | None = None
     failure: tuple[str, str] | None = None
     try:
@@ -171,7 +184,7 @@ def run_problem(
     )
 
 
-def measure_library(runner: LocalRunner, work: GraphWork, tf32: bool, progress: Progress) -> dict[str, Any]:
+def measure_library(runner: Runner, work: GraphWork, tf32: bool, progress: Progress) -> dict[str, Any]:
     """torch.matmul's time on the problem's products, or {"error": ...} if the worker fails (the run goes on)."""
     params = {"matmuls": work.to_json()["matmuls"], "tf32": tf32}
     try:
@@ -381,8 +394,10 @@ def run_suite(
     on_progress: Callable[[int, int, Problem, str], None],
     on_done: Callable[[int, int, dict[str, Any]], None],
     jobs: int = 1,
+    new_runner: Callable[[], Runner] = LocalRunner,
 ) -> bool:
     """Run every problem not yet in `results`, `jobs` at a time, saving after each; False when interrupted (Ctrl-C).
+    new_runner: makes each problem's runner (this machine's workers by default).
 
     Problems run side by side share the GPU through a lock their workers take: verifications together,
     each timing alone (engine/gpu_lock.py). An interrupted problem leaves no record, so a later run with
@@ -398,7 +413,8 @@ def run_suite(
 
     def run(number: int, problem: Problem) -> dict[str, Any]:
         return run_problem(
-            problem, options, copy_ceiling, lambda message: on_progress(number, len(pending), problem, message), cancel=stop
+            problem, options, copy_ceiling, lambda message: on_progress(number, len(pending), problem, message),
+            cancel=stop, new_runner=new_runner,
         )
 
     with shared_gpu_lock(jobs > 1), concurrent.futures.ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:

@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 from drtriton_lsp.engine.candidate_policy import policy_violation
 from drtriton_lsp.engine.task import Task
-from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
+from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.runners.runner import JobFailure, JobLimits, Runner
 
 # Every reason a candidate can be rejected for, with the sentence a report shows.
 REJECTION_REASONS = {
@@ -94,7 +95,7 @@ def verify_candidate(
     candidate_source: str,
     *,
     device: str,
-    runner: LocalRunner,
+    runner: Runner,
     trials: int = 5,
     input_shapes: dict[str, Any] | None = None,
     limits: JobLimits | None = None,
@@ -109,7 +110,8 @@ def verify_candidate(
 
     tf32: the candidate computes float32 matmuls in TF32 by request; float32 outputs then get TF32's tolerance.
     seed: the base of every random draw in the worker; verifying again with another base tries other inputs.
-    prepare_next: the worker environment of the benchmark that follows (see `LocalRunner.call`), started meanwhile.
+    prepare_next: the worker environment of the benchmark that follows (see `Runner.call`), started meanwhile.
+    A runner that could not run the judge (a lost ssh connection) raises DrtritonError: that is no verdict.
     """
     rejection = static_rejection(candidate_source, task.source)
     if rejection is not None:
@@ -140,6 +142,8 @@ def verify_candidate(
     except JobFailure as failure:
         if failure.reason == "cancelled":
             raise Cancelled() from failure
+        if failure.runner_fault:
+            raise DrtritonError(f"the verify worker failed: {failure.detail}", failure.hint) from failure
         return Verdict(False, failure.reason, failure.detail, interpreter=device == "cpu", seed=seed)
     return Verdict(
         verified=result["verified"],

@@ -88,6 +88,8 @@ def setting_problem(definition: dataclasses.Field, value: Any) -> str:
     """Why `value` is not allowed for the setting `definition` ("" when it is)."""
     if isinstance(definition.default, bool):
         return "" if isinstance(value, bool) else "is not true or false"
+    if "check" in definition.metadata:  # a setting with its own rule (an ssh address), text first
+        return "is not text" if not isinstance(value, str) else definition.metadata["check"](value)
     choices = definition.metadata.get("choices")
     if choices is not None and value not in choices:
         return f"is not one of {', '.join(choices)}"

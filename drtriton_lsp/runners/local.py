@@ -23,67 +23,17 @@ import psutil
 
 from drtriton_lsp.errors import DrtritonError, WorkerError
 from drtriton_lsp.runners import lifetime, protocol
+from drtriton_lsp.runners.runner import JobFailure, JobLimits, Runner
 
-# The share of the machine's memory a job without a cap of its own may hold: room is left for the system and the
-# caller, and a runaway job is stopped before the machine runs out (callers that know a job's needs set a cap).
-MACHINE_MEMORY_SHARE = 0.8
+WORKER_MODULE = "drtriton_lsp.runners.worker"
 WATCH_INTERVAL_S = 0.1
 STDERR_LINES_KEPT = 60
 # Request ids on a worker's stdin: a spare's preload, then the job, then shutdown.
 PRELOAD_ID, JOB_ID, SHUTDOWN_ID = 0, 1, 2
 
 
-class JobFailure(Exception):
-    """The job's process did not return a result.
-
-    reason: "timeout" | "crashed" | "memory_limit" | "cancelled" | "worker_error".
-    """
-
-    def __init__(self, reason: str, detail: str, stderr_tail: str = ""):
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
-        self.stderr_tail = stderr_tail
-
-
-# where a container's memory limit is written (cgroup v2, then v1); "max" or a huge number means none
-CGROUP_MEMORY_LIMITS = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
-
-
-def machine_memory_cap() -> int:
-    """The memory cap of a job that sets none: MACHINE_MEMORY_SHARE of this machine's memory (of the container's
-    limit, when it runs in one with less)."""
-    return int(machine_memory_bytes() * MACHINE_MEMORY_SHARE)
-
-
-def machine_memory_bytes() -> int:
-    """The memory this process's machine or container has."""
-    total = psutil.virtual_memory().total
-    for path in CGROUP_MEMORY_LIMITS:
-        try:
-            limit = path.read_text().strip()
-        except OSError:
-            continue
-        if limit.isdigit():
-            total = min(total, int(limit))
-    return total
-
-
-@dataclass
-class JobLimits:
-    """timeout_s: wall-clock seconds; memory_bytes: resident memory of the worker and its children (None: the
-    machine's cap, `machine_memory_cap()`)."""
-
-    timeout_s: float = 300.0
-    memory_bytes: int | None = None
-
-    def memory_cap(self) -> int:
-        """The resident bytes the job may use."""
-        return self.memory_bytes if self.memory_bytes is not None else machine_memory_cap()
-
-
-# The interpreter and the whole environment of a worker: a spare serves only a job with the same key.
-EnvironmentKey = tuple[str, frozenset]
+# The command that starts a worker and its whole environment: a spare serves only a job with the same key.
+EnvironmentKey = tuple[tuple[str, ...], frozenset]
 
 
 @dataclass
@@ -98,11 +48,11 @@ class _Worker:
 
     @classmethod
     def start(cls, key: EnvironmentKey, *, spare: bool = False, preload_for: str | None = None) -> _Worker:
-        python, environment = key
+        command, environment = key
         # In its own process group (a kill takes every child with it), and tied to this process: it ends when
         # this process ends, however that happens (see runners.lifetime).
         process = lifetime.start_child(
-            [python, "-m", "drtriton_lsp.runners.worker"],
+            list(command),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -118,8 +68,14 @@ class _Worker:
         return worker
 
     def send(self, request_id: int, method: str, params: dict[str, Any]) -> None:
+        self._write(protocol.request(request_id, method, params))
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        self._write(protocol.notification(method, params))
+
+    def _write(self, message: dict[str, Any]) -> None:
         try:
-            protocol.write_message(self.process.stdin, protocol.request(request_id, method, params))
+            protocol.write_message(self.process.stdin, message)
         except (BrokenPipeError, OSError):
             pass  # the worker died; reading its answer finds out, and its exit status says why
 
@@ -233,6 +189,9 @@ class LocalRunner:
     A spare's limits (time, memory) and cancellation apply from when its job is handed over. Close the
     runner (or use it as a context manager) to kill the spares no job took; any left over, and the workers
     of calls still in flight, are also killed when the runner is garbage-collected or the interpreter exits.
+
+    Another runner whose workers speak the same protocol through a local process (ssh) subclasses it and
+    overrides the hooks below the public methods: how a worker starts, and how a job without an answer failed.
     """
 
     python: str = sys.executable
@@ -243,6 +202,11 @@ class LocalRunner:
     def __post_init__(self) -> None:
         # The finalizer holds the workers' holders, not the runner, so it does not keep the runner alive.
         weakref.finalize(self, _kill_workers, self._spares, self._calls)
+
+    @property
+    def host(self) -> str | None:
+        """None: the workers run on this machine."""
+        return None
 
     def __enter__(self) -> LocalRunner:
         return self
@@ -272,10 +236,12 @@ class LocalRunner:
         worker this starts."""
         self._spares.fill(self._environment_key(env, python_path), method, on_start)
 
-    def take_spare_from(self, other: LocalRunner) -> None:
+    def take_spare_from(self, other: Runner) -> None:
         """Take over `other`'s spare workers (started ahead, say, while no job was running); this runner's
-        next call for a spare's environment uses it, and closing this runner kills those unused."""
-        other._spares.move_to(self._spares)
+        next call for a spare's environment uses it, and closing this runner kills those unused. A spare
+        started for another place (this machine, a remote host) never matches a job here, and ends at close."""
+        if isinstance(other, LocalRunner):
+            other._spares.move_to(self._spares)
 
     def call(
         self,
@@ -306,12 +272,14 @@ class LocalRunner:
         if prepare_next is not None:
             self.prepare(env=prepare_next, python_path=python_path, method=prepare_next_for)
         try:
-            return _run_job(worker, method, params, limits, on_progress, cancel, self._calls)
+            return self._run_job(worker, method, params, limits, on_progress, cancel)
         except _DiedBeforeUse:
-            return _run_job(_Worker.start(key), method, params, limits, on_progress, cancel, self._calls)
+            return self._run_job(_Worker.start(key), method, params, limits, on_progress, cancel)
+
+    # Hooks for a runner whose workers run elsewhere.
 
     def _environment_key(self, env: dict[str, str | None] | None, python_path: list[str] | None) -> EnvironmentKey:
-        """The interpreter and the whole environment a worker gets: a spare serves only a job with the same key."""
+        """The command and the whole environment a worker gets: a spare serves only a job with the same key."""
         process_env = dict(os.environ)
         process_env.update(self.extra_env)
         for name, value in (env or {}).items():
@@ -323,72 +291,104 @@ class LocalRunner:
         if python_path:
             existing = process_env.get("PYTHONPATH")
             process_env["PYTHONPATH"] = os.pathsep.join(python_path + ([existing] if existing else []))
-        return self.python, frozenset(process_env.items())
+        return (self.python, "-m", WORKER_MODULE), frozenset(process_env.items())
 
+    def _limits_for_the_worker_side(self, limits: JobLimits) -> dict[str, Any] | None:
+        """The limits the worker's side enforces itself, sent before the job (`protocol.SET_LIMITS`): none here,
+        where `_Watch` enforces them all."""
+        return None
 
-def _run_job(
-    worker: _Worker,
-    method: str,
-    params: dict[str, Any],
-    limits: JobLimits,
-    on_progress: Callable[[str], None] | None,
-    cancel: threading.Event | None,
-    calls: _CallsInFlight,
-) -> Any:
-    """Hand `method` to the worker and watch it from now on (a spare's start-up counts for no limit)."""
-    process = worker.process
-    watch = _Watch(process, limits, cancel)
-    watcher = threading.Thread(target=watch.run, daemon=True)
-    watcher.start()
-    response = None
-    preload_answered = False
-    try:
-        with calls.watching(watch):  # until the worker's output ends: it has answered, or it is gone
-            # A spare still preloading reads the job when it is done: a large job may wait here until then.
-            worker.send(JOB_ID, method, params)
-            worker.send(SHUTDOWN_ID, "shutdown", {})
-            while True:
-                message = protocol.read_message(process.stdout)
-                if message is None:
-                    break
-                if message.get("method") == "progress" and on_progress is not None:
-                    on_progress(message["params"]["message"])
-                elif message.get("id") == PRELOAD_ID:
-                    preload_answered = True  # its content (even an error) is of no use: the job itself decides
-                elif message.get("id") == JOB_ID:
-                    response = message
-    except BaseException:
-        watch.kill_now("interrupted")  # Ctrl-C or an error in the caller: never leave a worker behind
-        raise
-    process.wait()
-    watch.stop()
-    worker.stderr_reader.join(timeout=5)
-    stderr_tail = "".join(worker.stderr_lines)
-    if watch.verdict is not None:
-        raise JobFailure(watch.verdict, watch.detail, stderr_tail)
-    if response is None:
-        if worker.is_spare and not preload_answered:
-            raise _DiedBeforeUse()  # requests are served in order: without a preload answer, the job never started
-        raise JobFailure("crashed", describe_exit(process.returncode), stderr_tail)
-    if "error" in response:
-        error = response["error"]
-        if error["code"] == protocol.USER_ERROR:
-            data = error.get("data") or {}
-            raise DrtritonError(
-                data.get("message", error["message"]), data.get("hint", ""), path=data.get("path"), line=data.get("line")
-            )
-        detail = (error.get("data") or {}).get("traceback", error["message"])
-        raise WorkerError(f"the worker failed in {method}: {error['message']}", detail)
-    return response["result"]
+    def _measures_memory(self) -> bool:
+        """Whether `_Watch` can measure the worker's memory: the process it watches is the worker."""
+        return True
+
+    def _failure_without_answer(
+        self, returncode: int | None, stderr_tail: str, exit_report: dict[str, Any] | None
+    ) -> JobFailure:
+        """Why a worker that started its job ended without answering, from its exit status; exit_report: the
+        `worker_exit` notification a remote worker's host sends (None here)."""
+        return JobFailure("crashed", describe_exit(returncode), stderr_tail)
+
+    def _run_job(
+        self,
+        worker: _Worker,
+        method: str,
+        params: dict[str, Any],
+        limits: JobLimits,
+        on_progress: Callable[[str], None] | None,
+        cancel: threading.Event | None,
+    ) -> Any:
+        """Hand `method` to the worker and watch it from now on (a spare's start-up counts for no limit)."""
+        process = worker.process
+        watch = _Watch(process, limits, cancel, measure_memory=self._measures_memory())
+        watcher = threading.Thread(target=watch.run, daemon=True)
+        watcher.start()
+        response = None
+        exit_report = None
+        preload_answered = False
+        try:
+            with self._calls.watching(watch):  # until the worker's output ends: it has answered, or it is gone
+                # A spare still preloading reads the job when it is done: a large job may wait here until then.
+                worker_side_limits = self._limits_for_the_worker_side(limits)
+                if worker_side_limits is not None:
+                    worker.notify(protocol.SET_LIMITS, worker_side_limits)
+                worker.send(JOB_ID, method, params)
+                worker.send(SHUTDOWN_ID, "shutdown", {})
+                while True:
+                    message = protocol.read_message(process.stdout)
+                    if message is None:
+                        break
+                    if message.get("method") == "progress" and on_progress is not None:
+                        on_progress(message["params"]["message"])
+                    elif message.get("method") == protocol.WORKER_EXIT:
+                        exit_report = message["params"]
+                    elif message.get("id") == PRELOAD_ID:
+                        preload_answered = True  # its content (even an error) is of no use: the job itself decides
+                    elif message.get("id") == JOB_ID:
+                        response = message
+        except BaseException:
+            watch.kill_now("interrupted")  # Ctrl-C or an error in the caller: never leave a worker behind
+            raise
+        process.wait()
+        watch.stop()
+        worker.stderr_reader.join(timeout=5)
+        stderr_tail = "".join(worker.stderr_lines)
+        if watch.verdict is not None:
+            raise JobFailure(watch.verdict, watch.detail, stderr_tail)
+        if response is None:
+            if worker.is_spare and not preload_answered:
+                raise _DiedBeforeUse()  # requests are served in order: without a preload answer, the job never started
+            raise self._failure_without_answer(process.returncode, stderr_tail, exit_report)
+        if "error" in response:
+            error = response["error"]
+            if error["code"] == protocol.USER_ERROR:
+                data = error.get("data") or {}
+                raise DrtritonError(
+                    data.get("message", error["message"]),
+                    data.get("hint", ""),
+                    path=data.get("path"),
+                    line=data.get("line"),
+                )
+            detail = (error.get("data") or {}).get("traceback", error["message"])
+            raise WorkerError(f"the worker failed in {method}: {error['message']}", detail)
+        return response["result"]
 
 
 class _Watch:
     """Kills the worker's process group on timeout, memory overuse or cancellation."""
 
-    def __init__(self, process: subprocess.Popen, limits: JobLimits, cancel: threading.Event | None):
+    def __init__(
+        self,
+        process: subprocess.Popen,
+        limits: JobLimits,
+        cancel: threading.Event | None,
+        *,
+        measure_memory: bool = True,
+    ):
         self.process = process
         self.limits = limits
         self.cancel = cancel
+        self.measure_memory = measure_memory
         self.verdict: str | None = None
         self.detail = ""
         self._stopped = threading.Event()
@@ -413,9 +413,11 @@ class _Watch:
             if elapsed > self.limits.timeout_s:
                 self._kill("timeout", f"no result after {self.limits.timeout_s:.0f} s (a hang, or a job too large)")
                 return
-            resident = _tree_resident_bytes(self.process.pid)
+            if not self.measure_memory:
+                continue
+            resident = tree_resident_bytes(self.process.pid)
             if resident > memory_cap:
-                self._kill("memory_limit", f"used {resident / 1024**3:.1f} GiB, over the {memory_cap / 1024**3:.1f} GiB limit")
+                self._kill("memory_limit", memory_limit_detail(resident, memory_cap))
                 return
 
     def _kill(self, verdict: str, detail: str) -> None:
@@ -427,7 +429,12 @@ class _Watch:
             pass
 
 
-def _tree_resident_bytes(pid: int) -> int:
+def memory_limit_detail(resident: int, limit: int) -> str:
+    return f"used {resident / 1024**3:.1f} GiB, over the {limit / 1024**3:.1f} GiB limit"
+
+
+def tree_resident_bytes(pid: int) -> int:
+    """The resident memory of process `pid` and every process below it (0 once it has ended)."""
     try:
         parent = psutil.Process(pid)
         processes = [parent] + parent.children(recursive=True)

@@ -17,6 +17,13 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 USER_ERROR = 1
 
+# Between an ssh runner and the remote worker's host (runners/remote_worker.py), which relays everything else:
+# the caller's limits for the job (a notification the host keeps), and how the worker ended (sent by the host last).
+SET_LIMITS = "limits"
+WORKER_EXIT = "worker_exit"
+# Set by the remote worker's host for its worker: the host's name, which the worker adds to the devices it describes.
+REMOTE_HOST_VARIABLE = "DRTRITON_REMOTE_HOST"
+
 
 def request(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}

@@ -22,8 +22,9 @@ def apply_settings(ls: DrtritonLanguageServer, *sources: object) -> None:
             if problem not in ls.reported_setting_problems:
                 ls.reported_setting_problems.add(problem)
                 ls.tell(problem, types.MessageType.Warning)
+    moved = (settings.remote, settings.remotePython) != (ls.settings.remote, ls.settings.remotePython)
     ls.settings = settings
-    if not settings.warmWorker:
+    if not settings.warmWorker or moved:  # workers started ahead where jobs no longer run serve nothing
         ls.jobs.stop_warm_workers()
 
 

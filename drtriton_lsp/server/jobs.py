@@ -1,8 +1,9 @@
 """Jobs: generate (`optimize_target`), verify and benchmark (the stored kernel again), each in its own thread.
 
-The engine starts the worker processes. A job has an id and a `$/progress` token; it is cancelled through a
-threading.Event that the runner watches. One job at a time per target, whatever its kind. With the warmWorker
-setting, workers are started ahead for the next job on a file whose targets are shown, and after each job.
+The engine starts the worker processes, on this machine or on the `remote` setting's host. A job has an id and a
+`$/progress` token; it is cancelled through a threading.Event that the runner watches. One job at a time per target,
+whatever its kind. With the warmWorker setting, workers are started ahead for the next job on a file whose targets
+are shown, and after each job.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from drtriton_lsp.engine.devices import likely_device
 from drtriton_lsp.engine.report import one_line
 from drtriton_lsp.engine.verify import Cancelled, worker_environment
 from drtriton_lsp.errors import DrtritonError
-from drtriton_lsp.runners.local import LocalRunner, worker_python_path
+from drtriton_lsp.runners.choice import runner_for
+from drtriton_lsp.runners.local import worker_python_path
+from drtriton_lsp.runners.runner import Runner
 from drtriton_lsp.server.results import TargetResult
 from drtriton_lsp.server.settings import DEVICE_SETTING, Settings
 
@@ -82,7 +85,7 @@ class JobKind:
     """What a kind of job does in its thread: the engine call, and the step it shows first."""
 
     first_step: str
-    run: Callable[[Job, JobInput, Progress, LocalRunner], Outcome]
+    run: Callable[[Job, JobInput, Progress, Runner], Outcome]
 
 
 def _engine_options(settings: Settings) -> OptimizeOptions:
@@ -93,7 +96,7 @@ def _engine_options(settings: Settings) -> OptimizeOptions:
     )
 
 
-def _generate(job: Job, job_input: JobInput, progress: Progress, runner: LocalRunner) -> Outcome:
+def _generate(job: Job, job_input: JobInput, progress: Progress, runner: Runner) -> Outcome:
     # The pipeline imports torch (through the compiler): paid by the first job, not at start-up.
     from drtriton_lsp.engine.pipeline import optimize_target
 
@@ -108,14 +111,14 @@ def _generate(job: Job, job_input: JobInput, progress: Progress, runner: LocalRu
     )
 
 
-def _verify(job: Job, job_input: JobInput, progress: Progress, runner: LocalRunner) -> Outcome:
+def _verify(job: Job, job_input: JobInput, progress: Progress, runner: Runner) -> Outcome:
     from drtriton_lsp.engine.pipeline import reverify_outcome
 
     options = _engine_options(job_input.settings)
     return reverify_outcome(job_input.outcome, options=options, runner=runner, progress=progress, cancel=job.cancel)
 
 
-def _benchmark(job: Job, job_input: JobInput, progress: Progress, runner: LocalRunner) -> Outcome:
+def _benchmark(job: Job, job_input: JobInput, progress: Progress, runner: Runner) -> Outcome:
     from drtriton_lsp.engine.pipeline import retime_outcome
 
     options = _engine_options(job_input.settings)
@@ -139,8 +142,10 @@ class JobManager:
         self._engine_slots = threading.Semaphore(CONCURRENT_ENGINE_RUNS)
         # The workers started ahead: every job kind's first call (capture, or the devices check) runs in an
         # environment that depends only on the file's folder, so one spare serves whichever job comes next;
-        # a second one, for the verification, serves a generate job's next step.
-        self._warm_runner = LocalRunner()
+        # a second one, for the verification, serves a generate job's next step. They run where the settings
+        # say jobs run (`_warm_runner_where`): this machine, or the remote host.
+        self._warm_runner_where: tuple[str, str] = ("", "")
+        self._warm_runner: Runner = runner_for(*self._warm_runner_where)
         self._warm_lock = threading.Lock()  # a spare is never started after close()
         self._warming = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drtriton-warm-worker")
         self._closed = False
@@ -168,11 +173,16 @@ class JobManager:
     def _warm(self, path: str) -> None:
         """Workers for a generate job's first two steps: the capture, and the verification on the device the
         setting most likely resolves to (the capture step would start that one anyway, later)."""
+        settings = self.server.settings
         python_path = worker_python_path(path)
-        verification = worker_environment(likely_device(self.server.settings.device))
+        verification = worker_environment(likely_device(settings.device, bool(settings.remote)))
         with self._warm_lock:
-            if self._closed or not self.server.settings.warmWorker:
+            if self._closed or not settings.warmWorker:
                 return
+            where = (settings.remote, settings.remotePython)
+            if where != self._warm_runner_where:  # the remote setting changed: spares elsewhere serve no job
+                self._warm_runner.close()
+                self._warm_runner, self._warm_runner_where = runner_for(*where), where
             self._warm_runner.prepare(python_path=python_path, method="capture", on_start=self._announce_warm)
             self._warm_runner.prepare(
                 env=verification, python_path=python_path, method="verify", on_start=self._announce_warm
@@ -257,7 +267,7 @@ class JobManager:
                 return
             try:
                 # Each job owns its runner; closing it kills a worker started ahead for a step that did not come.
-                with LocalRunner() as runner:
+                with runner_for(job_input.settings.remote, job_input.settings.remotePython) as runner:
                     runner.take_spare_from(self._warm_runner)
                     outcome = JOB_KINDS[job.kind].run(
                         job, job_input, lambda step: self.server.call_from_thread(self._report, job, step), runner

@@ -11,6 +11,7 @@ from typing import Any
 
 from drtriton_lsp.engine.devices import DeviceOption
 from drtriton_lsp.models.settings import ModelSettings, parse_model_settings, setting_problem
+from drtriton_lsp.runners.ssh import DEFAULT_REMOTE_PYTHON, remote_problem
 
 SECTION = "drtriton"
 # How the engine names the device option when it refuses one: this setting, not the CLI's --device.
@@ -30,6 +31,27 @@ class Settings:
             "doc": "Where generated kernels are verified and timed. `auto`: the GPU if the worker sees one, "
             "else the CPU under Triton's interpreter (verified, but no speed claim). `cuda` without a GPU "
             "is reported as an error when a job starts.",
+        },
+    )
+    remote: str = field(
+        default="",
+        metadata={
+            "values": "`\"\"` \\| `ssh://[user@]host[:port]`",
+            "check": remote_problem,
+            "doc": "Run every job's workers on a GPU host over ssh: `ssh://[user@]host[:port]`, or a host alias from "
+            "your ssh config (`ssh://gpu-box`). drtriton must be installed there (see `remotePython`). Uses your "
+            "`ssh` client, config and agent, and never prompts: the host's key must be known and your key loaded. "
+            "Your task's source travels over the ssh session; modules beside your file must be installed there too. "
+            "Empty: workers run on this machine.",
+        },
+    )
+    remotePython: str = field(
+        default=DEFAULT_REMOTE_PYTHON,
+        metadata={
+            "values": "a command or path on the remote host",
+            "check": lambda value: "" if value.strip() and value.isprintable() else "is empty or not printable",
+            "doc": "With `remote`: the remote host's Python whose environment has drtriton installed, the same version "
+            "as here (e.g. `~/venvs/drtriton/bin/python`).",
         },
     )
     onSave: str = field(
@@ -123,6 +145,8 @@ def settings_documentation() -> str:
         if choices:
             values = " \\| ".join(f"`{choice}`" for choice in choices)
         else:
-            values = f"integer ≥ {definition.metadata['minimum']}" if "minimum" in definition.metadata else "text"
+            values = definition.metadata.get("values")
+            if values is None:
+                values = f"integer ≥ {definition.metadata['minimum']}" if "minimum" in definition.metadata else "text"
         rows.append(f"| `{SECTION}.{name}` | `{default}` | {values} | {definition.metadata['doc']} |")
     return "\n".join(rows)

@@ -7,10 +7,9 @@ import psutil
 import pytest
 
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
-from drtriton_lsp.engine import memory_caps
-from drtriton_lsp.runners import local
 from drtriton_lsp.engine.memory_caps import FLOOR_BYTES, RUNTIME_BYTES, TENSOR_COPIES, task_bytes, task_memory_cap, with_task_memory_caps
-from drtriton_lsp.runners.local import MACHINE_MEMORY_SHARE, JobLimits, machine_memory_bytes
+from drtriton_lsp.runners import runner
+from drtriton_lsp.runners.runner import MACHINE_MEMORY_SHARE, JobLimits, machine_memory_bytes
 
 GiB = 1024**3
 
@@ -30,7 +29,7 @@ def softmax_graph(rows, columns, dtype="float32", hints=None) -> OpGraph:
 @pytest.fixture
 def machine_of(monkeypatch):
     def set_machine(total_bytes: int) -> None:
-        monkeypatch.setattr(memory_caps, "machine_memory_cap", lambda: int(total_bytes * MACHINE_MEMORY_SHARE))
+        monkeypatch.setattr(runner, "machine_memory_bytes", lambda: total_bytes)
 
     return set_machine
 
@@ -40,16 +39,21 @@ def test_a_large_single_op_gets_room_for_its_copies(machine_of):
     graph = softmax_graph(4096, 393216)  # 6.4 GB in, 6.4 GB out
     assert task_bytes(graph) == 2 * 4096 * 393216 * 4
     assert task_memory_cap(graph) == RUNTIME_BYTES + TENSOR_COPIES * task_bytes(graph)
+    assert JobLimits(memory_bytes=task_memory_cap(graph)).memory_cap() == task_memory_cap(graph)
 
 
-def test_the_machine_bounds_the_cap(machine_of):
+def test_the_machine_that_runs_the_worker_bounds_the_cap(machine_of):
+    graph = softmax_graph(4096, 393216)
     machine_of(128 * GiB)
-    assert task_memory_cap(softmax_graph(4096, 393216)) == int(128 * GiB * MACHINE_MEMORY_SHARE)
+    assert JobLimits(memory_bytes=task_memory_cap(graph)).memory_cap() == int(128 * GiB * MACHINE_MEMORY_SHARE)
+    machine_of(1024 * GiB)  # the same limits on a larger machine (a remote GPU host computes the cap there)
+    assert JobLimits(memory_bytes=task_memory_cap(graph)).memory_cap() == task_memory_cap(graph)
 
 
 def test_a_small_task_keeps_the_fixed_cap_it_had(machine_of):
     machine_of(128 * GiB)
     assert task_memory_cap(softmax_graph(64, 128)) == FLOOR_BYTES
+    assert JobLimits(memory_bytes=task_memory_cap(softmax_graph(64, 128))).memory_cap() == FLOOR_BYTES
 
 
 def test_free_sizes_count_at_their_example_values():
@@ -71,7 +75,7 @@ def test_a_job_without_a_cap_may_use_the_machines_share():
 def test_a_containers_limit_below_the_machines_memory_is_the_machines_memory(tmp_path, monkeypatch):
     limit = tmp_path / "memory.max"
     limit.write_text(f"{2 * GiB}\n")
-    monkeypatch.setattr(local, "CGROUP_MEMORY_LIMITS", (tmp_path / "absent", limit))
+    monkeypatch.setattr(runner, "CGROUP_MEMORY_LIMITS", (tmp_path / "absent", limit))
     assert machine_memory_bytes() == min(2 * GiB, psutil.virtual_memory().total)
     limit.write_text("max\n")
     assert machine_memory_bytes() == psutil.virtual_memory().total

@@ -80,6 +80,8 @@ class RecordingRunner(LocalRunner):
 class StandInRunner:
     """Answers like a worker on a machine with (or without) a GPU; runs nothing."""
 
+    host = None  # "this machine", as a local runner's
+
     def __init__(self, cuda: bool = True, device_name: str = GPU["name"]) -> None:
         self.cuda = cuda
         self.device_name = device_name

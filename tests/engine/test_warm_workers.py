@@ -30,7 +30,10 @@ def test_the_verification_runs_in_the_worker_started_during_the_capture(started_
 
 @pytest.mark.slow
 def test_a_spare_started_for_the_wrong_device_is_killed_and_the_job_still_runs(started_workers, monkeypatch):
-    monkeypatch.setattr("drtriton_lsp.engine.pipeline.likely_device", lambda _requested: "cuda")  # a wrong guess
+    def wrong_guess(_requested: str, _remote: bool = False) -> str:
+        return "cuda"
+
+    monkeypatch.setattr("drtriton_lsp.engine.pipeline.likely_device", wrong_guess)
     with LocalRunner() as runner:
         outcome = optimize_target(
             EXAMPLE.read_text(), str(EXAMPLE), "ScaledActivation", options=OptimizeOptions(device="cpu", trials=1), runner=runner

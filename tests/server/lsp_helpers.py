@@ -16,6 +16,8 @@ from pytest_lsp import LanguageClient
 EDITORS = ("visual-studio-code", "neovim")
 # warmWorker off: a worker started ahead would import torch beside every test; test_warm_worker.py turns it on
 TEST_SETTINGS = {"device": "cpu", "trials": 2, "warmWorker": False}
+# How the server logs a worker it started ahead (its pid between the two).
+WARM_WORKER_ANNOUNCEMENT = ("drtriton: worker ", " started ahead for the next job")
 
 
 def open_file(client: LanguageClient, path: Path, text: str | None = None) -> str:
@@ -118,6 +120,16 @@ def applied_text(text: str, edits: list[types.TextEdit]) -> str:
     for edit in sorted(edits, key=lambda edit: offset(edit.range.start), reverse=True):
         text = text[: offset(edit.range.start)] + edit.new_text + text[offset(edit.range.end) :]
     return text
+
+
+def announced_pids(client: LanguageClient) -> list[int]:
+    """The pids of the workers the server said it started ahead, in order (from window/logMessage)."""
+    prefix, suffix = WARM_WORKER_ANNOUNCEMENT
+    return [
+        int(message.message[len(prefix) : -len(suffix)])
+        for message in client.log_messages
+        if message.message.startswith(prefix) and message.message.endswith(suffix)
+    ]
 
 
 def worker_processes(client: LanguageClient) -> list[psutil.Process]:

@@ -38,11 +38,13 @@ async def test_debug_information_names_versions_settings_devices_and_workers(cli
         "python": platform.python_version(),
     }
     assert information["settings"] == {
-        **TEST_SETTINGS, "onSave": "hint", "writeTests": False, "writeBack": "inline", "model": DEFAULT_MODEL
-    }
+        **TEST_SETTINGS, "remote": "", "remotePython": "python3", "onSave": "hint", "writeTests": False,
+        "writeBack": "inline", "model": DEFAULT_MODEL,
+    }  # fmt: skip
     assert information["model"] == {
         "backend": "none", "answers": False, "problem": "no model: drtriton.model.backend is none"
     }
+    assert information["remote"] is None  # jobs run on this machine
     devices = information["devices"]
     assert isinstance(devices["cuda_available"], bool) and devices["cpu_name"]
     assert devices["versions"]["torch"] == version("torch")

@@ -130,15 +130,16 @@ async def test_killed_analysis_process_is_replaced(client, example_file):
 
 
 async def test_invalid_settings_are_reported_once_and_replaced_by_defaults(client):
-    bad = {"drtriton": {"trials": 0, "onSave": "sometimes", "colour": "blue"}}
+    bad = {"drtriton": {"trials": 0, "onSave": "sometimes", "colour": "blue", "remote": "gpu-box"}}
     for _ in range(2):
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=bad))
-    await wait_until(lambda: len(client.messages) >= 3, 5, "the settings warnings")
+    await wait_until(lambda: len(client.messages) >= 4, 5, "the settings warnings")
     assert sorted(message.message for message in client.messages) == [
         "drtriton: drtriton setting onSave = 'sometimes' is not one of off, hint, search; using 'hint'",
+        "drtriton: drtriton setting remote = 'gpu-box' does not start with ssh://; using ''",
         "drtriton: drtriton setting trials = 0 is below the minimum 1; using 5",
-        "drtriton: unknown drtriton setting 'colour' (known: device, onSave, trials, warmWorker, writeTests, writeBack, "
-        "model); ignored",
+        "drtriton: unknown drtriton setting 'colour' (known: device, remote, remotePython, onSave, trials, warmWorker, "
+        "writeTests, writeBack, model); ignored",
     ]
 
 
@@ -160,6 +161,6 @@ async def test_settings_pulled_with_workspace_configuration(client):
     ]
     # initializationOptions first, then the pulled section; a rejected value falls back to its default.
     assert information["settings"] == {
-        **TEST_SETTINGS, "onSave": "search", "trials": 5, "device": "auto", "writeTests": False, "writeBack": "inline",
-        "model": DEFAULT_MODEL,
-    }
+        **TEST_SETTINGS, "remote": "", "remotePython": "python3", "onSave": "search", "trials": 5, "device": "auto",
+        "writeTests": False, "writeBack": "inline", "model": DEFAULT_MODEL,
+    }  # fmt: skip

@@ -10,22 +10,18 @@ from __future__ import annotations
 
 import psutil
 import pytest
-from lsp_helpers import code_lenses, execute, open_file, push_settings, wait_for_job_end, wait_until, worker_processes
+from lsp_helpers import (
+    announced_pids,
+    code_lenses,
+    execute,
+    open_file,
+    push_settings,
+    wait_for_job_end,
+    wait_until,
+    worker_processes,
+)
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
-
-ANNOUNCEMENT = ("drtriton: worker ", " started ahead for the next job")
-
-
-def announced_pids(client) -> list[int]:
-    """The pids of the workers the server said it started ahead, in order (from window/logMessage)."""
-    prefix, suffix = ANNOUNCEMENT
-    return [
-        int(message.message[len(prefix) : -len(suffix)])
-        for message in client.log_messages
-        if message.message.startswith(prefix) and message.message.endswith(suffix)
-    ]
-
 
 def live_worker_pids(client) -> list[int]:
     return sorted(process.pid for process in worker_processes(client) if process.status() != psutil.STATUS_ZOMBIE)

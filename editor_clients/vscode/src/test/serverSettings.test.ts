@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { narrowConfigurationAnswer, restrictedSettings, serverSettingNames, serverSettings } from '../serverSettings';
 
 const packageJson = require('../../package.json');
-const SERVER_SETTINGS = ['device', 'onSave', 'trials', 'warmWorker', 'writeTests', 'writeBack', 'model'];
+const SERVER_SETTINGS = ['device', 'remote', 'remotePython', 'onSave', 'trials', 'warmWorker', 'writeTests', 'writeBack', 'model'];
 
 test('the server settings are the contributed top-level drtriton properties and the model group', () => {
   assert.deepEqual(serverSettingNames(packageJson.contributes.configuration.properties).sort(), [...SERVER_SETTINGS].sort());
