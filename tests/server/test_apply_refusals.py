@@ -12,35 +12,39 @@ from lsprotocol import types
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
-# rand_like draws other numbers in the candidate's process than in the reference's: the kernel generated around it
-# (sigmoid, mul and add in Triton) cannot match, so verification fails.
-NOT_REPRODUCIBLE = """import torch
+# The forward counts its calls in a module-level list: the kernels, generated for the count at capture, compute
+# another value than the reference in every later call (their dispatch sees the list changed and falls back), so the
+# kernel generated for it must fail verification.
+COUNTING = """import torch
+
+CALLS = [0]
 
 
 # drtriton: inputs = [torch.randn(64, 32)]
-class Noisy(torch.nn.Module):
+class Counting(torch.nn.Module):
     def forward(self, x):
-        return torch.sigmoid(x) * 2.0 + torch.rand_like(x)
+        CALLS[0] += 1
+        return torch.sigmoid(x) * 2.0 + CALLS[0]
 """
 
 
 async def test_apply_refuses_a_kernel_that_failed_verification(client, tmp_path):
-    path = tmp_path / "noisy.py"
-    path.write_text(NOT_REPRODUCIBLE)
+    path = tmp_path / "counting.py"
+    path.write_text(COUNTING)
     uri = open_file(client, path)
-    target = {"uri": uri, "target": "Noisy"}
+    target = {"uri": uri, "target": "Counting"}
     started = await execute(client, "drtriton.generate", target)
     end = await wait_for_job_end(client, started["token"])
-    assert end.message.startswith("Noisy: failed · ")
+    assert end.message.startswith("Counting: failed · ")
     assert "Apply verified kernel" not in [lens.command.title for lens in await code_lenses(client, uri)]
 
     answer = await execute(client, "drtriton.apply", target)
 
-    refusal = "Noisy has no verified kernel to apply (one faster than eager, or untimed); run Generate first"
+    refusal = "Counting has no verified kernel to apply (one faster than eager, or untimed); run Generate first"
     assert answer == {"applied": False, "message": refusal}
     warning = await wait_until(
         lambda: [m for m in client.messages if m.message == f"drtriton: {refusal}"], 5, "the refusal's warning"
     )
     assert warning[0].type == types.MessageType.Warning
     assert client.applied_edits == []
-    assert path.read_text() == NOT_REPRODUCIBLE
+    assert path.read_text() == COUNTING
