@@ -91,7 +91,8 @@ TARGETS: dict[str, Target] = {
              "test_adversarial.py, which start two interpreters per verification",
     ),
     "candidate_host": Target(
-        "drtriton_lsp/engine/candidate_host.py", ("tests/engine/test_candidate_host.py", IN_PROCESS_JUDGE), seconds=300.0,
+        "drtriton_lsp/engine/candidate_host.py", ("tests/engine/test_candidate_host.py", IN_PROCESS_JUDGE),
+        seconds=300.0,
         note="the process boundary is also exercised by test_verify.py and test_adversarial.py (left out for time)",
     ),
     "verify": Target("drtriton_lsp/engine/verify.py", VERIFY_TESTS, seconds=300.0,
@@ -128,6 +129,72 @@ TARGETS: dict[str, Target] = {
          "training/tests/test_operator_distribution.py"),
     ),
 }
+
+
+@dataclass(frozen=True)
+class Case:
+    """A bug the issue named (it once passed every test): `before` in `path` (found exactly once) becomes `after`, and
+    `tests` must then fail."""
+
+    name: str
+    path: str
+    before: str
+    after: str
+    tests: tuple[str, ...]
+
+
+CASES = (
+    Case("generate turns a failed verification into status verified", "drtriton_lsp/engine/pipeline.py",
+         'status="verified" if trial.verdict.verified else "failed",', 'status="verified",',
+         ("tests/test_cli_write_refusals.py::test_a_kernel_that_fails_verification_is_reported_failed_and_not_written",
+          "tests/server/test_apply_refusals.py")),
+    Case("apply ignores whether the result is applicable", "drtriton_lsp/server/apply_kernel.py",
+         "if found is None or result is None or not result.applicable:", "if found is None or result is None:",
+         ("tests/server/test_apply_refusals.py",)),
+    Case("the CLI's file-changed check removed", "drtriton_lsp/cli.py",
+         "replace_if_unchanged(source_file.path, source_file.raw, new_bytes)",
+         "source_file.path.write_bytes(new_bytes)",
+         ("tests/test_cli_write_refusals.py::test_an_edit_saved_while_drtriton_works_is_kept_and_nothing_is_written",)),
+    Case("float16 and bfloat16 tolerances loosened tenfold", "drtriton_lsp/engine/tolerances.py",
+         'torch.float16: {"atol": 1e-2, "rtol": 1e-2},\n    torch.bfloat16: {"atol": 1e-2, "rtol": 1e-2},',
+         'torch.float16: {"atol": 1e-1, "rtol": 1e-1},\n    torch.bfloat16: {"atol": 1e-1, "rtol": 1e-1},',
+         ("tests/engine/test_tolerances.py",
+          "tests/engine/test_judge_in_process.py::test_a_half_precision_result_three_tolerances_off_is_rejected")),
+    Case("fresh-memory poisoning disabled", "drtriton_lsp/engine/op_audit.py",
+         "    if tensor.is_floating_point():\n        tensor.normal_(",
+         "    return\n    if tensor.is_floating_point():\n        tensor.normal_(", ("tests/engine/test_op_audit.py",)),
+    Case("the L2 flush removed from the latency loop", "drtriton_lsp/engine/bench.py",
+         "        flush_buffer.zero_()\n        start, end = ", "        start, end = ",
+         ("tests/engine/test_bench_timing.py",)),
+    Case("the L2 flush removed from the queued (device time) loop", "drtriton_lsp/engine/bench.py",
+         "        flush_buffer.zero_()\n        start.record()", "        start.record()",
+         ("tests/engine/test_bench_timing.py",)),
+)
+CASES_RECORD = REPO / "benchmarks" / "results" / "mutation_cases.json"
+
+
+def run_cases() -> None:
+    """Put each of the issue's bugs back, one at a time, in a scratch copy; record which tests fail."""
+    scratch = scratch_copy("cases")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(scratch), str(scratch / "training")])}
+    records = []
+    for case in CASES:
+        path = scratch / case.path
+        original = path.read_text()
+        if original.count(case.before) != 1:
+            raise SystemExit(f"{case.name}: the code it changes is not found once in {case.path}; update CASES")
+        path.write_text(original.replace(case.before, case.after))
+        started = time.monotonic()
+        finished = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *case.tests],
+                                  cwd=scratch, env=environment, capture_output=True, text=True)
+        path.write_text(original)
+        failed = sorted({line.split(" ")[1] for line in finished.stdout.splitlines() if line.startswith("FAILED ")})
+        records.append({"case": case.name, "path": case.path, "before": case.before, "after": case.after,
+                        "tests": list(case.tests), "caught": finished.returncode == 1, "failed": failed,
+                        "seconds": round(time.monotonic() - started, 1)})
+        print(f"{case.name}: {'caught' if records[-1]['caught'] else 'NOT CAUGHT'} {failed}", flush=True)
+    CASES_RECORD.write_text(json.dumps({"commit": git_commit(), "date": datetime.date.today().isoformat(),
+                                        "cases": records}, indent=1) + "\n")
 
 
 def git_commit() -> str:
@@ -409,6 +476,7 @@ def write_summary() -> None:
     for r in records:
         if r["note"]:
             lines.append(f"- {r['module']}: {r['note']}")
+    lines += _cases_section()
     lines += ["", "## Survivors", ""]
     for r in records:
         if not r["survivors"]:
@@ -420,6 +488,25 @@ def write_summary() -> None:
             lines.append(f"- line {survivor['line']}, {survivor['operator']}: `{diff}`: {why}")
         lines.append("")
     SUMMARY.write_text("\n".join(lines))
+
+
+def _cases_section() -> list[str]:
+    if not CASES_RECORD.exists():
+        return ["", "## The issue's cases", "", "Not checked yet: `python benchmarks/mutation.py cases`."]
+    record = json.loads(CASES_RECORD.read_text())
+    lines = [
+        "", "## The issue's cases", "",
+        f"Each bug the issue found uncaught, put back alone in a scratch copy (`python benchmarks/mutation.py cases`, "
+        f"{record['date']}, commit {record['commit']}); the tests named must then fail.", "",
+        "| bug put back | file | change | tests run | caught by | seconds |", "|---|---|---|---|---|---|",
+    ]
+    for case in record["cases"]:
+        change = f"`{case['before']}` -> `{case['after']}`".replace("\n", " ").replace("|", "\\|")
+        change = re.sub(" {2,}", " ", change)
+        caught = ", ".join(f"`{name}`" for name in case["failed"]) if case["caught"] else "**NOT CAUGHT**"
+        lines.append(f"| {case['case']} | {case['path']} | {change} | {' '.join(case['tests'])} | {caught} | "
+                     f"{case['seconds']} |")
+    return lines
 
 
 def _explanation(explained: dict, module: str, survivor: dict) -> str:
@@ -448,6 +535,7 @@ def main() -> None:
     run.add_argument("--sample", type=int, help="run a fixed random sample of this many mutants per module")
     run.add_argument("--recheck", action="store_true", help="run the last record's survivors again (after new tests)")
     commands.add_parser("report", help="write benchmarks/results/mutation.md from the module records")
+    commands.add_parser("cases", help="put back each bug the issue named, alone, and record which tests fail")
     embed = commands.add_parser("embed", help="(the test command of an embedded target) put code back, run pytest")
     embed.add_argument("path", type=Path)
     embed.add_argument("constant")
@@ -456,6 +544,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "embed":
         embed_and_run(args.path, args.constant, args.code_file, args.pytest_arguments)
+    if args.command == "cases":
+        run_cases()
     if args.command == "run":
         unknown = sorted(set(args.modules) - set(TARGETS))
         if unknown:
