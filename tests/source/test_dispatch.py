@@ -258,6 +258,14 @@ class Colour(enum.Enum):
     BLUE = 2
 
 
+class Settings:
+    """A plain object a module may hold (a config): matched by its class and every attribute."""
+
+    def __init__(self, eps, approximate):
+        self.eps = eps
+        self.approximate = approximate
+
+
 @pytest.mark.parametrize(
     "value, same, other",
     [
@@ -274,6 +282,7 @@ class Colour(enum.Enum):
         (functools.partial(torch.nn.functional.gelu, approximate="tanh"),
          functools.partial(torch.nn.functional.gelu, approximate="tanh"),
          functools.partial(torch.nn.functional.gelu, approximate="none")),
+        (Settings(1e-5, "tanh"), Settings(1e-5, "tanh"), Settings(1e-3, "tanh")),
     ],
 )
 def test_values_match_only_the_same_kind_of_value(user, value, same, other):
