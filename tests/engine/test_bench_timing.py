@@ -7,6 +7,8 @@ runs on the CPU; tests/engine/test_gpu.py times real kernels on the GPU machine.
 
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 
@@ -68,6 +70,30 @@ def test_every_timed_call_finds_a_cold_cache_and_the_flush_is_not_timed(device):
     assert timed["median_latency_ms"] == COLD_CALL_MS
     assert bench.MIN_CALLS <= timed["calls"] <= bench.MAX_CALLS
     assert device.calls == bench.WARMUP_CALLS + 2 * timed["calls"]  # warm-up, then the same count for each measure
+
+
+def test_host_time_is_each_calls_wall_time_and_a_long_budget_stops_at_the_call_cap(device, monkeypatch):
+    # the host clock follows the device's (a host that waits for each call): a call's host time is its device time,
+    # and the time budget (2 s) holds more than MAX_CALLS flushed calls (7 ms each), so the cap ends the loop
+    monkeypatch.setattr(bench, "time", types.SimpleNamespace(perf_counter=lambda: device.now_ms / 1e3))
+    timed = bench.time_calls(device.call, FlushBuffer(device))
+    assert timed["median_host_ms"] == pytest.approx(COLD_CALL_MS)
+    assert timed["calls"] == bench.MAX_CALLS == 200
+
+
+def test_a_short_time_budget_still_times_the_minimum_number_of_calls(device, monkeypatch):
+    monkeypatch.setattr(bench, "time", types.SimpleNamespace(perf_counter=lambda: device.now_ms))  # 1000x slower
+    assert bench.time_calls(device.call, FlushBuffer(device))["calls"] == bench.MIN_CALLS == 10
+
+
+def test_a_torch_compile_failure_is_a_note_not_a_crash(monkeypatch):
+    def failing_compile(model, mode=None):
+        raise RuntimeError("inductor is not available")
+
+    monkeypatch.setattr(torch, "compile", failing_compile)
+    notes: list[str] = []
+    assert bench._time_compiled(lambda x: x, [torch.ones(1)], None, "max-autotune", notes) is None
+    assert notes == ["torch.compile (mode max-autotune) failed: RuntimeError: inductor is not available"]
 
 
 def test_queued_calls_are_each_timed_after_their_own_flush(device):
