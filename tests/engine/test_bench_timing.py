@@ -110,3 +110,8 @@ def test_work_outside_the_timed_stream_is_recognised_from_the_host_clock():
     # slack: twice eager's own gap, 0.05 ms, and half the candidate's event time may separate the two clocks
     assert not bench._hidden_work(eager, {"median_latency_ms": 0.5, "median_host_ms": 0.5 + 0.2 + 0.05 + 0.25 - 1e-6})
     assert bench._hidden_work(eager, {"median_latency_ms": 0.5, "median_host_ms": 0.5 + 0.2 + 0.05 + 0.25 + 1e-3})
+
+
+def test_the_flush_writes_more_than_four_times_the_largest_l2_cache():
+    # the H200's L2 is 60 MB (the largest of the GPUs we time on); a smaller flush leaves part of a call's data warm
+    assert bench.L2_FLUSH_BYTES >= 4 * 60 * 1000**2
