@@ -26,6 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "mutation"
 SUMMARY = REPO / "benchmarks" / "results" / "mutation.md"
+EQUIVALENTS = REPO / "benchmarks" / "mutation_equivalent.json"
 SCRATCH = Path(os.environ.get("DRTRITON_MUTATION_SCRATCH", "/tmp/drtriton-mutation"))
 TOOL = "cosmic-ray 8.7.0"
 
@@ -266,8 +267,10 @@ def run_module(name: str, cosmic_ray: Path, minutes: float | None, sample: int |
     tool("cr-filter-operators", "session.sqlite", "mutation.toml").check_returncode()
     if target.left_out:
         skip_functions(scratch / "session.sqlite", scratch / target.path, target.left_out)
-    if previous is not None:
-        skip_all_but_survivors(scratch / "session.sqlite", scratch / target.path, previous["survivors"])
+    if previous is not None:  # survivors already explained as equivalent are kept as they are, not run again
+        explained = json.loads(EQUIVALENTS.read_text())
+        unexplained = [s for s in previous["survivors"] if not _explanation(explained, name, s)]
+        skip_all_but_survivors(scratch / "session.sqlite", scratch / target.path, unexplained)
     elif sample is not None:
         skip_all_but_a_sample(scratch / "session.sqlite", sample)
     print(f"{name}: baseline ({' '.join(target.tests)})", flush=True)
@@ -283,7 +286,7 @@ def run_module(name: str, cosmic_ray: Path, minutes: float | None, sample: int |
     dump = tool("cosmic-ray", "dump", "session.sqlite").stdout
     record = summarise(name, target, dump, finished, time.monotonic() - started, sample)
     if previous is not None:
-        record = rechecked(previous, record)
+        record = rechecked(previous, record, unexplained)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
     print(f"{name}: {record['killed']}/{record['mutants']} killed, {len(record['survivors'])} survived"
@@ -388,17 +391,21 @@ def _original_line(diff: str) -> str:
     return next((line[1:].strip() for line in diff.splitlines() if line.startswith("-")), "")
 
 
-def rechecked(previous: dict, rerun: dict) -> dict:
-    """The previous record with its survivors narrowed to those that survived the rerun (which must finish)."""
+def rechecked(previous: dict, rerun: dict, run_again: list[dict]) -> dict:
+    """The previous record with the survivors in `run_again` narrowed to those that survived the rerun (which must
+    finish); the other survivors (explained as equivalent) stay."""
     if not rerun["finished"]:
         raise SystemExit("the recheck ran out of time; run it again without --minutes")
     lines = {survivor["diff"]: survivor["line"] for survivor in rerun["survivors"]}
-    survivors = [{**s, "line": lines[s["diff"]]} for s in previous["survivors"] if s["diff"] in lines]
+    again = {s["diff"] for s in run_again}
+    survivors = [{**s, "line": lines.get(s["diff"], s["line"])} for s in previous["survivors"]
+                 if s["diff"] not in again or s["diff"] in lines]
     return {
         **previous, "survivors": survivors,
         "killed": previous["killed"] + len(previous["survivors"]) - len(survivors),
         "commit": rerun["commit"], "date": rerun["date"], "tests": rerun["tests"],
-        "rechecked": f"{len(previous['survivors'])} survivors run again after new tests: {len(survivors)} left",
+        "rechecked": f"{len(run_again)} unexplained survivors run again after new tests: "
+                     f"{len(survivors) - (len(previous['survivors']) - len(run_again))} left",
     }
 
 
@@ -442,7 +449,7 @@ def write_summary() -> None:
     records = [json.loads(path.read_text()) for path in sorted(RESULTS.glob("*.json"))]
     order = list(TARGETS)
     records.sort(key=lambda r: order.index(r["module"]) if r["module"] in order else len(order))
-    explained = json.loads((REPO / "benchmarks" / "mutation_equivalent.json").read_text())
+    explained = json.loads(EQUIVALENTS.read_text())
     total = sum(r["mutants"] for r in records)
     killed = sum(r["killed"] for r in records)
     equivalents = sum(1 for r in records for s in r["survivors"] if _explanation(explained, r["module"], s))
