@@ -127,7 +127,8 @@ TARGETS: dict[str, Target] = {
     "csp_dag": Target(
         "training/drtriton_training/csp_dag.py",
         ("training/tests/test_synthesis.py", "training/tests/test_synthesis_options.py",
-         "training/tests/test_operator_distribution.py"),
+         "training/tests/test_operator_distribution.py"), seconds=400.0,
+        note="each mutant runs the chi-square test of the operator draws (about 10,000 CP-SAT solves)",
     ),
 }
 
