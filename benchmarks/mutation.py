@@ -120,7 +120,9 @@ TARGETS: dict[str, Target] = {
     "files": Target("drtriton_lsp/source/files.py", ("tests/source/test_files.py",)),
     "apply_kernel": Target(
         "drtriton_lsp/server/apply_kernel.py",
-        ("tests/server/test_apply_edits.py", "tests/server/test_apply_refusals.py"), seconds=300.0,
+        ("tests/server/test_apply_edits.py", "tests/server/test_apply_refusals.py",
+         "tests/server/test_job_failures.py::test_apply_refuses_after_an_edit_made_during_the_job_and_offers_to_rerun"),
+        seconds=300.0,
         note="the success path (an applied edit, the regression test) is left to test_generate_job.py and "
              "test_apply_with_regression_test.py; each mutant here starts the language server and a generate job",
     ),
