@@ -121,10 +121,11 @@ TARGETS: dict[str, Target] = {
     "apply_kernel": Target(
         "drtriton_lsp/server/apply_kernel.py",
         ("tests/server/test_apply_edits.py", "tests/server/test_apply_refusals.py",
-         "tests/server/test_job_failures.py::test_apply_refuses_after_an_edit_made_during_the_job_and_offers_to_rerun"),
+         "tests/server/test_job_failures.py::test_apply_refuses_after_an_edit_made_during_the_job_and_offers_to_rerun",
+         "tests/server/test_apply_with_regression_test.py"),
         seconds=300.0,
-        note="the success path (an applied edit, the regression test) is left to test_generate_job.py and "
-             "test_apply_with_regression_test.py; each mutant here starts the language server and a generate job",
+        note="the plain success path (one versioned edit) is left to test_generate_job.py; each mutant here starts "
+             "the language server and generate jobs",
     ),
     "csp_dag": Target(
         "training/drtriton_training/csp_dag.py",
