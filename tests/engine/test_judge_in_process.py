@@ -66,7 +66,7 @@ def host():
 
 @pytest.fixture
 def verify(host):
-    def run(candidate: str, task: str = "task_scale_relu", trials: int = 2) -> dict:
+    def run(candidate: str, task: str = "task_scale_relu", trials: int = 2, **params) -> dict:
         judge._started_ahead.append(CandidateInThisProcess(host))
         params = {
             "task": Task.from_file(VERIFY_FIXTURES / f"{task}.py").to_json(),
@@ -74,6 +74,7 @@ def verify(host):
             "device": "cpu",
             "trials": trials,
             "seed": 0,
+            **params,
         }
         return judge.Judge(params, progress=lambda message: None).run()
 
@@ -173,6 +174,14 @@ def test_a_task_whose_own_model_raises_is_reported_as_such_not_blamed_on_the_can
     result = verify("good", task="task_raises")
     assert (result["verified"], result["reason"]) == (False, "reference_failed")
     assert "ValueError: this task's forward always fails" in result["detail"]
+
+
+def test_reduced_sizes_the_reference_rejects_fall_back_to_the_tasks_own_sizes(verify):
+    free_rows = {"inputs": [["s0", 64]], "ranges": {"s0": [2, None]}}
+    result = verify("good", task="task_fixed_rows", input_shapes=free_rows)
+    assert result["verified"], result["detail"]
+    assert result["checks"]["reduced_shapes"].startswith("not used: the reference cannot run at them (ValueError")
+    assert [shape["inputs"] for shape in result["shapes"] if shape["label"] == "primary"] == [[[1024, 64]]] * 2
 
 
 def test_scalar_arguments_are_tried_by_keyword_left_out_and_changed(verify):
