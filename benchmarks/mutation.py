@@ -477,7 +477,8 @@ def write_summary() -> None:
         share += f" | {len(equivalent)} | " + (
             f"{100 * (r['killed'] + len(equivalent)) / r['mutants']:.1f}" if r["mutants"] else "-")
         run = "all" if r["finished"] and not r["sample"] else (
-            f"sample of {r['sample']}" if r["sample"]
+            f"sample of {r['sample']}" if r["sample"] and r["finished"]
+            else f"sample of {r['sample']}, {r['mutants']} run (time limit)" if r["sample"]
             else f"{r['mutants']} of {r['mutants'] + r['not_run']} (time limit)")
         if r.get("rechecked"):
             run += f"; then {r['rechecked']}"
