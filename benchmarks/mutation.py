@@ -4,6 +4,8 @@ Each module is mutated by cosmic-ray (constraints/mutation.txt) in a scratch cop
 time, and the tests chosen for it below run against each mutant; results go to benchmarks/results/mutation/NAME.json
 and, aggregated, to benchmarks/results/mutation.md. Run: `make mutation [MODULE=NAME]`, or
 `python benchmarks/mutation.py run NAME ... [--minutes M] [--sample N]` and `python benchmarks/mutation.py report`.
+`python benchmarks/mutation.py cases` puts back, one at a time, the bugs issue 22 found uncaught (CASES) and records
+which tests fail (benchmarks/results/mutation_cases.json, a section of mutation.md).
 """
 
 from __future__ import annotations
