@@ -4,6 +4,8 @@ Each module is mutated by cosmic-ray (constraints/mutation.txt) in a scratch cop
 time, and the tests chosen for it below run against each mutant; results go to benchmarks/results/mutation/NAME.json
 and, aggregated, to benchmarks/results/mutation.md. Run: `make mutation [MODULE=NAME]`, or
 `python benchmarks/mutation.py run NAME ... [--minutes M] [--sample N]` and `python benchmarks/mutation.py report`.
+`python benchmarks/mutation.py cases` puts back, one at a time, the bugs issue 22 found uncaught (CASES) and records
+which tests fail (benchmarks/results/mutation_cases.json, a section of mutation.md).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "mutation"
 SUMMARY = REPO / "benchmarks" / "results" / "mutation.md"
+EQUIVALENTS = REPO / "benchmarks" / "mutation_equivalent.json"
 SCRATCH = Path(os.environ.get("DRTRITON_MUTATION_SCRATCH", "/tmp/drtriton-mutation"))
 TOOL = "cosmic-ray 8.7.0"
 
@@ -91,7 +94,8 @@ TARGETS: dict[str, Target] = {
              "test_adversarial.py, which start two interpreters per verification",
     ),
     "candidate_host": Target(
-        "drtriton_lsp/engine/candidate_host.py", ("tests/engine/test_candidate_host.py", IN_PROCESS_JUDGE), seconds=300.0,
+        "drtriton_lsp/engine/candidate_host.py", ("tests/engine/test_candidate_host.py", IN_PROCESS_JUDGE),
+        seconds=300.0,
         note="the process boundary is also exercised by test_verify.py and test_adversarial.py (left out for time)",
     ),
     "verify": Target("drtriton_lsp/engine/verify.py", VERIFY_TESTS, seconds=300.0,
@@ -118,16 +122,86 @@ TARGETS: dict[str, Target] = {
     "files": Target("drtriton_lsp/source/files.py", ("tests/source/test_files.py",)),
     "apply_kernel": Target(
         "drtriton_lsp/server/apply_kernel.py",
-        ("tests/server/test_apply_edits.py", "tests/server/test_apply_refusals.py"), seconds=300.0,
-        note="the success path (an applied edit, the regression test) is left to test_generate_job.py and "
-             "test_apply_with_regression_test.py; each mutant here starts the language server and a generate job",
+        ("tests/server/test_apply_edits.py", "tests/server/test_apply_refusals.py",
+         "tests/server/test_job_failures.py::test_apply_refuses_after_an_edit_made_during_the_job_and_offers_to_rerun",
+         "tests/server/test_apply_with_regression_test.py"),
+        seconds=300.0,
+        note="the plain success path (one versioned edit) is left to test_generate_job.py; each mutant here starts "
+             "the language server and generate jobs",
     ),
     "csp_dag": Target(
         "training/drtriton_training/csp_dag.py",
         ("training/tests/test_synthesis.py", "training/tests/test_synthesis_options.py",
-         "training/tests/test_operator_distribution.py"),
+         "training/tests/test_operator_distribution.py"), seconds=400.0,
+        note="each mutant runs the chi-square test of the operator draws (about 10,000 CP-SAT solves)",
     ),
 }
+
+
+@dataclass(frozen=True)
+class Case:
+    """A bug the issue named (it once passed every test): `before` in `path` (found exactly once) becomes `after`, and
+    `tests` must then fail."""
+
+    name: str
+    path: str
+    before: str
+    after: str
+    tests: tuple[str, ...]
+
+
+CASES = (
+    Case("generate turns a failed verification into status verified", "drtriton_lsp/engine/pipeline.py",
+         'status="verified" if trial.verdict.verified else "failed",', 'status="verified",',
+         ("tests/test_cli_write_refusals.py::test_a_kernel_that_fails_verification_is_reported_failed_and_not_written",
+          "tests/server/test_apply_refusals.py")),
+    Case("apply ignores whether the result is applicable", "drtriton_lsp/server/apply_kernel.py",
+         "if found is None or result is None or not result.applicable:", "if found is None or result is None:",
+         ("tests/server/test_apply_refusals.py",)),
+    Case("the CLI's file-changed check removed", "drtriton_lsp/cli.py",
+         "replace_if_unchanged(source_file.path, source_file.raw, new_bytes)",
+         "source_file.path.write_bytes(new_bytes)",
+         ("tests/test_cli_write_refusals.py::test_an_edit_saved_while_drtriton_works_is_kept_and_nothing_is_written",)),
+    Case("float16 and bfloat16 tolerances loosened tenfold", "drtriton_lsp/engine/tolerances.py",
+         'torch.float16: {"atol": 1e-2, "rtol": 1e-2},\n    torch.bfloat16: {"atol": 1e-2, "rtol": 1e-2},',
+         'torch.float16: {"atol": 1e-1, "rtol": 1e-1},\n    torch.bfloat16: {"atol": 1e-1, "rtol": 1e-1},',
+         ("tests/engine/test_tolerances.py",
+          "tests/engine/test_judge_in_process.py::test_a_half_precision_result_three_tolerances_off_is_rejected")),
+    Case("fresh-memory poisoning disabled", "drtriton_lsp/engine/op_audit.py",
+         "    if tensor.is_floating_point():\n        tensor.normal_(",
+         "    return\n    if tensor.is_floating_point():\n        tensor.normal_(", ("tests/engine/test_op_audit.py",)),
+    Case("the L2 flush removed from the latency loop", "drtriton_lsp/engine/bench.py",
+         "        flush_buffer.zero_()\n        start, end = ", "        start, end = ",
+         ("tests/engine/test_bench_timing.py",)),
+    Case("the L2 flush removed from the queued (device time) loop", "drtriton_lsp/engine/bench.py",
+         "        flush_buffer.zero_()\n        start.record()", "        start.record()",
+         ("tests/engine/test_bench_timing.py",)),
+)
+CASES_RECORD = REPO / "benchmarks" / "results" / "mutation_cases.json"
+
+
+def run_cases() -> None:
+    """Put each of the issue's bugs back, one at a time, in a scratch copy; record which tests fail."""
+    scratch = scratch_copy("cases")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(scratch), str(scratch / "training")])}
+    records = []
+    for case in CASES:
+        path = scratch / case.path
+        original = path.read_text()
+        if original.count(case.before) != 1:
+            raise SystemExit(f"{case.name}: the code it changes is not found once in {case.path}; update CASES")
+        path.write_text(original.replace(case.before, case.after))
+        started = time.monotonic()
+        finished = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *case.tests],
+                                  cwd=scratch, env=environment, capture_output=True, text=True)
+        path.write_text(original)
+        failed = sorted({line.split(" ")[1] for line in finished.stdout.splitlines() if line.startswith("FAILED ")})
+        records.append({"case": case.name, "path": case.path, "before": case.before, "after": case.after,
+                        "tests": list(case.tests), "caught": finished.returncode == 1, "failed": failed,
+                        "seconds": round(time.monotonic() - started, 1)})
+        print(f"{case.name}: {'caught' if records[-1]['caught'] else 'NOT CAUGHT'} {failed}", flush=True)
+    CASES_RECORD.write_text(json.dumps({"commit": git_commit(), "date": datetime.date.today().isoformat(),
+                                        "cases": records}, indent=1) + "\n")
 
 
 def git_commit() -> str:
@@ -199,8 +273,10 @@ def run_module(name: str, cosmic_ray: Path, minutes: float | None, sample: int |
     tool("cr-filter-operators", "session.sqlite", "mutation.toml").check_returncode()
     if target.left_out:
         skip_functions(scratch / "session.sqlite", scratch / target.path, target.left_out)
-    if previous is not None:
-        skip_all_but_survivors(scratch / "session.sqlite", scratch / target.path, previous["survivors"])
+    if previous is not None:  # survivors already explained as equivalent are kept as they are, not run again
+        explained = json.loads(EQUIVALENTS.read_text())
+        unexplained = [s for s in previous["survivors"] if not _explanation(explained, name, s)]
+        skip_all_but_survivors(scratch / "session.sqlite", scratch / target.path, unexplained)
     elif sample is not None:
         skip_all_but_a_sample(scratch / "session.sqlite", sample)
     print(f"{name}: baseline ({' '.join(target.tests)})", flush=True)
@@ -216,7 +292,7 @@ def run_module(name: str, cosmic_ray: Path, minutes: float | None, sample: int |
     dump = tool("cosmic-ray", "dump", "session.sqlite").stdout
     record = summarise(name, target, dump, finished, time.monotonic() - started, sample)
     if previous is not None:
-        record = rechecked(previous, record)
+        record = rechecked(previous, record, unexplained)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
     print(f"{name}: {record['killed']}/{record['mutants']} killed, {len(record['survivors'])} survived"
@@ -321,17 +397,21 @@ def _original_line(diff: str) -> str:
     return next((line[1:].strip() for line in diff.splitlines() if line.startswith("-")), "")
 
 
-def rechecked(previous: dict, rerun: dict) -> dict:
-    """The previous record with its survivors narrowed to those that survived the rerun (which must finish)."""
+def rechecked(previous: dict, rerun: dict, run_again: list[dict]) -> dict:
+    """The previous record with the survivors in `run_again` narrowed to those that survived the rerun (which must
+    finish); the other survivors (explained as equivalent) stay."""
     if not rerun["finished"]:
         raise SystemExit("the recheck ran out of time; run it again without --minutes")
     lines = {survivor["diff"]: survivor["line"] for survivor in rerun["survivors"]}
-    survivors = [{**s, "line": lines[s["diff"]]} for s in previous["survivors"] if s["diff"] in lines]
+    again = {s["diff"] for s in run_again}
+    survivors = [{**s, "line": lines.get(s["diff"], s["line"])} for s in previous["survivors"]
+                 if s["diff"] not in again or s["diff"] in lines]
     return {
         **previous, "survivors": survivors,
         "killed": previous["killed"] + len(previous["survivors"]) - len(survivors),
         "commit": rerun["commit"], "date": rerun["date"], "tests": rerun["tests"],
-        "rechecked": f"{len(previous['survivors'])} survivors run again after new tests: {len(survivors)} left",
+        "rechecked": f"{len(run_again)} unexplained survivors run again after new tests: "
+                     f"{len(survivors) - (len(previous['survivors']) - len(run_again))} left",
     }
 
 
@@ -375,7 +455,7 @@ def write_summary() -> None:
     records = [json.loads(path.read_text()) for path in sorted(RESULTS.glob("*.json"))]
     order = list(TARGETS)
     records.sort(key=lambda r: order.index(r["module"]) if r["module"] in order else len(order))
-    explained = json.loads((REPO / "benchmarks" / "mutation_equivalent.json").read_text())
+    explained = json.loads(EQUIVALENTS.read_text())
     total = sum(r["mutants"] for r in records)
     killed = sum(r["killed"] for r in records)
     equivalents = sum(1 for r in records for s in r["survivors"] if _explanation(explained, r["module"], s))
@@ -399,7 +479,8 @@ def write_summary() -> None:
         share += f" | {len(equivalent)} | " + (
             f"{100 * (r['killed'] + len(equivalent)) / r['mutants']:.1f}" if r["mutants"] else "-")
         run = "all" if r["finished"] and not r["sample"] else (
-            f"sample of {r['sample']}" if r["sample"]
+            f"sample of {r['sample']}" if r["sample"] and r["finished"]
+            else f"sample of {r['sample']}, {r['mutants']} run (time limit)" if r["sample"]
             else f"{r['mutants']} of {r['mutants'] + r['not_run']} (time limit)")
         if r.get("rechecked"):
             run += f"; then {r['rechecked']}"
@@ -409,6 +490,7 @@ def write_summary() -> None:
     for r in records:
         if r["note"]:
             lines.append(f"- {r['module']}: {r['note']}")
+    lines += _cases_section()
     lines += ["", "## Survivors", ""]
     for r in records:
         if not r["survivors"]:
@@ -420,6 +502,25 @@ def write_summary() -> None:
             lines.append(f"- line {survivor['line']}, {survivor['operator']}: `{diff}`: {why}")
         lines.append("")
     SUMMARY.write_text("\n".join(lines))
+
+
+def _cases_section() -> list[str]:
+    if not CASES_RECORD.exists():
+        return ["", "## The issue's cases", "", "Not checked yet: `python benchmarks/mutation.py cases`."]
+    record = json.loads(CASES_RECORD.read_text())
+    lines = [
+        "", "## The issue's cases", "",
+        f"Each bug the issue found uncaught, put back alone in a scratch copy (`python benchmarks/mutation.py cases`, "
+        f"{record['date']}, commit {record['commit']}); the tests named must then fail.", "",
+        "| bug put back | file | change | tests run | caught by | seconds |", "|---|---|---|---|---|---|",
+    ]
+    for case in record["cases"]:
+        change = f"`{case['before']}` -> `{case['after']}`".replace("\n", " ").replace("|", "\\|")
+        change = re.sub(" {2,}", " ", change)
+        caught = ", ".join(f"`{name}`" for name in case["failed"]) if case["caught"] else "**NOT CAUGHT**"
+        lines.append(f"| {case['case']} | {case['path']} | {change} | {' '.join(case['tests'])} | {caught} | "
+                     f"{case['seconds']} |")
+    return lines
 
 
 def _explanation(explained: dict, module: str, survivor: dict) -> str:
@@ -448,6 +549,7 @@ def main() -> None:
     run.add_argument("--sample", type=int, help="run a fixed random sample of this many mutants per module")
     run.add_argument("--recheck", action="store_true", help="run the last record's survivors again (after new tests)")
     commands.add_parser("report", help="write benchmarks/results/mutation.md from the module records")
+    commands.add_parser("cases", help="put back each bug the issue named, alone, and record which tests fail")
     embed = commands.add_parser("embed", help="(the test command of an embedded target) put code back, run pytest")
     embed.add_argument("path", type=Path)
     embed.add_argument("constant")
@@ -456,6 +558,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "embed":
         embed_and_run(args.path, args.constant, args.code_file, args.pytest_arguments)
+    if args.command == "cases":
+        run_cases()
     if args.command == "run":
         unknown = sorted(set(args.modules) - set(TARGETS))
         if unknown:

@@ -377,7 +377,10 @@ class Judge:
             inputs = self._primary_inputs(drawn) if trial == 0 else resize_inputs(drawn, self.plan.primary)
             if trial == 0:
                 first = inputs
-                self._trial(Call(inputs), "primary", audit=True, keep=True)
+                try:
+                    self._trial(Call(inputs), "primary", audit=True, keep=True)
+                except ReferenceFailed as failure:  # at the sizes get_inputs draws: the task itself is broken
+                    raise Rejected("reference_failed", str(failure)) from failure
             elif trial == 1:
                 # the first call's buffers, refilled in place with its values changed in the interior only: a
                 # result cached by address or by a few values goes stale; and the first call's output must still
@@ -906,15 +909,21 @@ ARBITER_FACTOR = 2.0
 
 
 def _float64_outputs(widened: torch.nn.Module | None, call: Call, device: torch.device) -> list | None:
-    """The float64 reference's outputs on `call` (floating inputs widened), or None."""
+    """The float64 reference's outputs on `call` (floating inputs widened), or None: also when two runs from other
+    random seeds differ (a reference that draws random numbers has no exact result to arbitrate with: eager's own
+    "error" would be the spread of its draws, and any candidate within twice that would pass)."""
     if widened is None:
         return None
+    runs = []
     try:
         args, kwargs = _to_device(call, device)
-        with torch.no_grad():
-            return _flatten(widened(*[_widen(v) for v in args], **{k: _widen(v) for k, v in kwargs.items()}))
+        for seed in (1, 2):
+            with torch.no_grad(), torch.random.fork_rng():
+                torch.manual_seed(seed)
+                runs.append(_flatten(widened(*[_widen(v) for v in args], **{k: _widen(v) for k, v in kwargs.items()})))
     except Exception:  # noqa: BLE001 - without a float64 reference, the dtype tolerance decides alone
         return None
+    return runs[0] if _matches(runs[0], runs[1]) else None
 
 
 def _widen(value: Any) -> Any:

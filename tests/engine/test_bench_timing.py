@@ -7,6 +7,8 @@ runs on the CPU; tests/engine/test_gpu.py times real kernels on the GPU machine.
 
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 
@@ -70,6 +72,30 @@ def test_every_timed_call_finds_a_cold_cache_and_the_flush_is_not_timed(device):
     assert device.calls == bench.WARMUP_CALLS + 2 * timed["calls"]  # warm-up, then the same count for each measure
 
 
+def test_host_time_is_each_calls_wall_time_and_a_long_budget_stops_at_the_call_cap(device, monkeypatch):
+    # the host clock follows the device's (a host that waits for each call): a call's host time is its device time,
+    # and the time budget (2 s) holds more than MAX_CALLS flushed calls (7 ms each), so the cap ends the loop
+    monkeypatch.setattr(bench, "time", types.SimpleNamespace(perf_counter=lambda: device.now_ms / 1e3))
+    timed = bench.time_calls(device.call, FlushBuffer(device))
+    assert timed["median_host_ms"] == pytest.approx(COLD_CALL_MS)
+    assert timed["calls"] == bench.MAX_CALLS == 200
+
+
+def test_a_short_time_budget_still_times_the_minimum_number_of_calls(device, monkeypatch):
+    monkeypatch.setattr(bench, "time", types.SimpleNamespace(perf_counter=lambda: device.now_ms))  # 1000x slower
+    assert bench.time_calls(device.call, FlushBuffer(device))["calls"] == bench.MIN_CALLS == 10
+
+
+def test_a_torch_compile_failure_is_a_note_not_a_crash(monkeypatch):
+    def failing_compile(model, mode=None):
+        raise RuntimeError("inductor is not available")
+
+    monkeypatch.setattr(torch, "compile", failing_compile)
+    notes: list[str] = []
+    assert bench._time_compiled(lambda x: x, [torch.ones(1)], None, "max-autotune", notes) is None
+    assert notes == ["torch.compile (mode max-autotune) failed: RuntimeError: inductor is not available"]
+
+
 def test_queued_calls_are_each_timed_after_their_own_flush(device):
     times = bench.queued_device_times(device.call, FlushBuffer(device), calls=7)
     assert times == [COLD_CALL_MS] * 7
@@ -84,3 +110,8 @@ def test_work_outside_the_timed_stream_is_recognised_from_the_host_clock():
     # slack: twice eager's own gap, 0.05 ms, and half the candidate's event time may separate the two clocks
     assert not bench._hidden_work(eager, {"median_latency_ms": 0.5, "median_host_ms": 0.5 + 0.2 + 0.05 + 0.25 - 1e-6})
     assert bench._hidden_work(eager, {"median_latency_ms": 0.5, "median_host_ms": 0.5 + 0.2 + 0.05 + 0.25 + 1e-3})
+
+
+def test_the_flush_writes_more_than_four_times_the_largest_l2_cache():
+    # the H200's L2 is 60 MB (the largest of the GPUs we time on); a smaller flush leaves part of a call's data warm
+    assert bench.L2_FLUSH_BYTES >= 4 * 60 * 1000**2

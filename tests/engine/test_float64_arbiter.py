@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from drtriton_lsp.engine.judge import Rejected, Tally, _compare
+from drtriton_lsp.engine.judge import Call, Rejected, Tally, _compare, _float64_outputs
 
 EXACT = torch.linspace(-3.0, 3.0, 1000, dtype=torch.float64)
 EAGER = (EXACT + 1e-3 * torch.sin(EXACT * 37)).float()  # eager's own error: up to 1e-3
@@ -52,3 +52,29 @@ def test_an_output_up_to_twice_as_far_from_float64_as_eager_passes_and_beyond_it
     assert len(tally.arbitrated) == 1
     with pytest.raises(Rejected):
         _compare([EAGER], [(EXACT + 2.3e-3).float()], Tally(), "primary", lambda: [EXACT])
+
+
+class _Noisy(torch.nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x) * 2.0 + torch.rand_like(x)
+
+
+class _Smooth(torch.nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x) * 2.0
+
+
+def test_a_reference_that_draws_random_numbers_gets_no_float64_arbiter():
+    # eager's own "error" against a float64 run would be the spread of its random draws (up to 1 here): any candidate
+    # within twice that would pass. Without an arbiter the dtype's tolerance decides, and it rejects.
+    x = torch.randn(64, 32)
+    assert _float64_outputs(_Noisy().double(), Call([x]), torch.device("cpu")) is None
+    eager = _Noisy()(x)
+    candidate = torch.sigmoid(x) * 2.0 + torch.rand_like(x)
+    with pytest.raises(Rejected):
+        _compare([eager], [candidate], Tally(), "primary",
+                 lambda: _float64_outputs(_Noisy().double(), Call([x]), torch.device("cpu")))
+    state = torch.get_rng_state()
+    smooth = _float64_outputs(_Smooth().double(), Call([x]), torch.device("cpu"))
+    assert smooth is not None and torch.equal(smooth[0], torch.sigmoid(x.double()) * 2.0)
+    assert torch.equal(torch.get_rng_state(), state)  # the reference's own draws are left as they were

@@ -258,6 +258,14 @@ class Colour(enum.Enum):
     BLUE = 2
 
 
+class Settings:
+    """A plain object a module may hold (a config): matched by its class and every attribute."""
+
+    def __init__(self, eps, approximate):
+        self.eps = eps
+        self.approximate = approximate
+
+
 @pytest.mark.parametrize(
     "value, same, other",
     [
@@ -274,6 +282,7 @@ class Colour(enum.Enum):
         (functools.partial(torch.nn.functional.gelu, approximate="tanh"),
          functools.partial(torch.nn.functional.gelu, approximate="tanh"),
          functools.partial(torch.nn.functional.gelu, approximate="none")),
+        (Settings(1e-5, "tanh"), Settings(1e-5, "tanh"), Settings(1e-3, "tanh")),
     ],
 )
 def test_values_match_only_the_same_kind_of_value(user, value, same, other):
@@ -284,3 +293,35 @@ def test_values_match_only_the_same_kind_of_value(user, value, same, other):
 
     assert user.drtriton_same(same, expected, user.__name__)
     assert not user.drtriton_same(other, expected, user.__name__)
+
+
+def test_each_guard_is_described_in_words_for_the_report_and_the_provenance_comment():
+    from drtriton_lsp.source.dispatch import describe_guard
+
+    described = [describe_guard(guard, "Scaled") for guard in [
+        *SCALED_GUARDS,
+        {"kind": "attribute", "name": "config",
+         "value": {"object": ["configs", "Settings"], "attributes": {"dict": []}}},
+        {"kind": "attribute", "name": "act", "value": {"function": [None, "gelu_tanh"]}},
+        {"kind": "attribute", "name": "norm", "value": {"opaque": ["torch._C", "Generator"]}},
+        {"kind": "attribute", "name": "local", "value": {"opaque": [None, "Handle"]}},
+        {"kind": "class_attribute", "name": "colour", "value": {"enum": [None, "Colour", "RED"]}},
+    ]]
+    assert described == [
+        "Scaled.weight: float32 [8]",
+        "Scaled.scale == 0.5",
+        "Scaled.inner is a Inner",
+        "Scaled.inner.eps == 1e-05",
+        "Scaled and its submodules all in one mode",
+        "x: float32 [*, 8]",
+        "gate: float32 [*, 8]",
+        "free size x.shape[0] = gate.shape[0] (2..64)",
+        "argument alpha == 1.0",
+        "argument mode == 'fast'",
+        "module constant OFFSET == 0.25",
+        "Scaled.config == configs.Settings (its attributes too)",
+        "Scaled.act == gelu_tanh",
+        "Scaled.norm == an instance of torch._C.Generator (its type only)",
+        "Scaled.local == an instance of Handle (its type only)",
+        "Scaled.colour == Colour.RED (class attribute)",
+    ]

@@ -384,3 +384,32 @@ def test_libcst_is_loaded_by_write_back_only():
 
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("blank_lines_left", [0, 1])
+@pytest.mark.parametrize("target", ["MLPBlock", "gelu_tanh"])
+def test_writing_again_after_the_blank_lines_below_a_block_were_deleted_keeps_the_users_lines(
+    realistic_source, target, blank_lines_left
+):
+    # the two blank lines after the end marker are the block's; what follows (MLPBlock's comments, or gelu_tanh's
+    # def with nothing above it) is the user's
+    def write(source):
+        return write_back(source, target, relu_program(target.lower()), PROVENANCE, [])
+
+    once = write(realistic_source)
+    end = f"{BLOCK_END}{target}\n"
+    below = "# Feed-forward block used by every layer.\n" if target == "MLPBlock" else "@drtriton_dispatch("
+    assert end + "\n\n" + below in once
+    edited = once.replace(end + "\n\n", end + "\n" * blank_lines_left)
+
+    assert write(edited) == once
+
+
+def test_a_block_at_the_top_of_the_file_is_replaced_in_place():
+    # no statement above the target: the block is in libcst's module header, not in a statement's leading lines
+    source = "# drtriton: inputs = [torch.randn(4)]\ndef first(x):\n    return torch.relu(x)\n\n\nimport torch\n"
+    once = write_back(source, "first", relu_program("first"), "p", [])
+    assert once.startswith(BLOCK_START + "first")
+
+    assert write_back(once, "first", relu_program("first"), "p", []) == once
+    assert inserted_only(source, write_back(once, "first", relu_program("again"), "q", []))
