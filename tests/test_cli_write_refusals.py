@@ -12,26 +12,15 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
 pytestmark = pytest.mark.slow
 
-# The forward counts its calls in a module-level list: the kernels, generated for the count at capture, compute
-# another value than the reference in every later call (their dispatch sees the list changed and falls back), so the
-# kernel generated for it must fail verification.
-COUNTING = """import torch
-
-CALLS = [0]
-
-
-# drtriton: inputs = [torch.randn(64, 32)]
-class Counting(torch.nn.Module):
-    def forward(self, x):
-        CALLS[0] += 1
-        return torch.sigmoid(x) * 2.0 + CALLS[0]
-"""
+# a forward whose generated kernel fails verification (see the file's docstring)
+COUNTING = (Path(__file__).parent / "fixtures" / "refusals" / "counting.py").read_text()
 
 
 def test_a_kernel_that_fails_verification_is_reported_failed_and_not_written(tmp_path):

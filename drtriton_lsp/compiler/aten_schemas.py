@@ -78,7 +78,7 @@ def read_from_torch(op: str) -> OpSchema | None:
             type=str(argument.type),
             kwarg_only=argument.kwarg_only,
             has_default=argument.has_default_value(),
-            default=_encoded(argument.default_value) if argument.has_default_value() else None,
+            default=encoded_constant(argument.default_value) if argument.has_default_value() else None,
         )
         for argument in schema.arguments
     )
@@ -89,12 +89,13 @@ def read_from_torch(op: str) -> OpSchema | None:
     return OpSchema(arguments=arguments, is_mutable=schema.is_mutable, returns_alias=returns_alias)
 
 
-def _encoded(value: Any) -> Any:
-    """A default value as the capture encodes graph arguments (engine/capture.py's `_encode`)."""
+def encoded_constant(value: Any) -> Any:
+    """A constant as graphs hold it: torch's dtypes, devices, layouts and memory formats as tagged strings, lists
+    as {"list": [...]}, literals as they are (the capture encodes graph arguments with it too)."""
     import torch
 
     if isinstance(value, (list, tuple)):
-        return {"list": [_encoded(item) for item in value]}
+        return {"list": [encoded_constant(item) for item in value]}
     if isinstance(value, torch.dtype):
         return {"dtype": str(value).removeprefix("torch.")}
     if isinstance(value, torch.device):

@@ -22,6 +22,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import Dim
 
+from drtriton_lsp.compiler.aten_schemas import encoded_constant
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.engine.decomposed_norms import fold_decomposed_norms
 from drtriton_lsp.engine.in_place import functional_program, functionalize_in_place_ops, writes_in_place
@@ -293,16 +294,10 @@ def _encode(value: Any) -> Any:
         return {"ref": value.name}
     if isinstance(value, (list, tuple)):
         return {"list": [_encode(v) for v in value]}
-    if isinstance(value, torch.dtype):
-        return {"dtype": dtype_name(value)}
-    if isinstance(value, torch.device):
-        return {"device": str(value)}
-    if isinstance(value, torch.layout):
-        return {"layout": str(value).removeprefix("torch.")}
-    if isinstance(value, torch.memory_format):
-        return {"memory_format": str(value).removeprefix("torch.")}
     if isinstance(value, torch.SymInt):
         return {"symint": str(value.node.expr)}
+    if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return encoded_constant(value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     raise CaptureError(

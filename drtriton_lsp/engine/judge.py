@@ -557,7 +557,8 @@ class Judge:
             tally.launches += answer["launches"]
             for name, count in answer["kernels"].items():
                 tally.kernels[name] = tally.kernels.get(name, 0) + count
-            tally.shapes.append({"label": label, "inputs": [list(v.shape) for v in call.args if isinstance(v, torch.Tensor)]})
+            arguments = [*call.args, *call.kwargs.values()]
+            tally.shapes.append({"label": label, "inputs": [list(v.shape) for v in arguments if isinstance(v, torch.Tensor)]})
             tally.trials += 1
             if answer["seconds"] > tally.slowest_call_s:
                 tally.slowest_call_s, tally.slowest_call_elements = answer["seconds"], call.elements()

@@ -44,6 +44,14 @@ def line_edits(before: str, after: str) -> list[types.TextEdit]:
     return edits
 
 
+async def send_line_edits(ls: DrtritonLanguageServer, document, before: str, after: str, label: str) -> str:
+    """Ask the editor to turn `document` (read as `before`) into `after`, as one undoable edit tied to its version;
+    "" when it did, else why not."""
+    edit = ls.document_edit(document, line_edits(before, after))
+    response = await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=f"drtriton: {label}"))
+    return "" if response.applied else f"the editor did not apply the edit ({response.failure_reason or 'no reason given'})"
+
+
 def register(server: DrtritonLanguageServer) -> None:
     @server.command(APPLY)
     async def apply_kernel(ls: DrtritonLanguageServer, *arguments: Any) -> dict[str, Any]:
@@ -78,12 +86,9 @@ def register(server: DrtritonLanguageServer) -> None:
             test = await _checked_regression_test(ls, uri, name, result, written) if ls.settings.writeTests else None
         except DrtritonError as problem:
             return _refuse(ls, f"{name}: {problem.message} {problem.hint}")
-        edit = ls.document_edit(document, line_edits(result.source_text, written))
-        response = await ls.workspace_apply_edit_async(
-            types.ApplyWorkspaceEditParams(edit=edit, label=f"drtriton: apply verified kernel to {name}")
-        )
-        if not response.applied:
-            return _refuse(ls, f"{name}: the editor did not apply the edit ({response.failure_reason or 'no reason given'})")
+        failure = await send_line_edits(ls, document, result.source_text, written, f"apply verified kernel to {name}")
+        if failure:
+            return _refuse(ls, f"{name}: {failure}")
         ls.results.mark_applied(result)
         if test is None:
             return {"applied": True}

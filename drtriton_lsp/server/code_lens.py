@@ -53,8 +53,10 @@ def register(server: DrtritonLanguageServer) -> None:
                 if result is None:
                     lenses.append(_lens(where, f"drtriton: kernel {analyzed.applied.summary()}", VERIFY, arguments))
                     lenses.append(_lens(where, "Re-verify", VERIFY, arguments))
-                else:
-                    lenses.append(_lens(where, lens_title(result), "drtriton.showReport", arguments))
+                else:  # re-verified in this session: still said to be applied
+                    applied_on = analyzed.applied.generated_on
+                    title = f"drtriton: kernel applied {applied_on} · {lens_title(result)}"
+                    lenses.append(_lens(where, title, "drtriton.showReport", arguments))
                     lenses.append(_lens(where, "Re-verify", VERIFY, arguments))
                     if not result.refusal_to("benchmark") and ls.settings.device != "cpu":
                         lenses.append(_lens(where, "Benchmark", BENCHMARK, arguments))

@@ -29,7 +29,7 @@ def register(server: DrtritonLanguageServer) -> None:
         analyzed = found[1].target_named(name) if found is not None else None
         if analyzed is None or analyzed.applied is None:
             return _refuse(ls, f"{name} has no kernel written into the file; nothing was changed")
-        from drtriton_lsp.server.apply_kernel import line_edits
+        from drtriton_lsp.server.apply_kernel import send_line_edits
         from drtriton_lsp.source.writeback import remove_kernel  # libcst: loaded on first use
 
         document = found[0]
@@ -37,12 +37,9 @@ def register(server: DrtritonLanguageServer) -> None:
             removed = remove_kernel(document.source, name)
         except DrtritonError as problem:
             return _refuse(ls, f"{name}: {problem.message} {problem.hint}")
-        edit = ls.document_edit(document, line_edits(document.source, removed))
-        response = await ls.workspace_apply_edit_async(
-            types.ApplyWorkspaceEditParams(edit=edit, label=f"drtriton: remove the kernel of {name}")
-        )
-        if not response.applied:
-            return _refuse(ls, f"{name}: the editor did not apply the edit ({response.failure_reason or 'no reason given'})")
+        failure = await send_line_edits(ls, document, document.source, removed, f"remove the kernel of {name}")
+        if failure:
+            return _refuse(ls, f"{name}: {failure}")
         return {"removed": True}
 
 

@@ -37,6 +37,7 @@ def test_a_correct_hand_written_candidate_passes_every_check():
     assert verdict.interpreter
     labels = [shape["label"] for shape in verdict.shapes]
     assert labels == ["primary"] * 3 + ["strided", "autograd on, keyword arguments", "odd"]
+    assert all(shape["inputs"] for shape in verdict.shapes)  # the keyword call's tensors too
     assert verdict.passed == verdict.trials == 6
     assert verdict.checks["strided_inputs"].startswith("tried")
     assert verdict.checks["state_across_calls"].startswith("checked")

@@ -6,26 +6,16 @@ stale lens): apply itself must refuse. Here the generated kernel fails verificat
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from lsp_helpers import code_lenses, execute, open_file, wait_for_job_end, wait_until
 from lsprotocol import types
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
-# The forward counts its calls in a module-level list: the kernels, generated for the count at capture, compute
-# another value than the reference in every later call (their dispatch sees the list changed and falls back), so the
-# kernel generated for it must fail verification.
-COUNTING = """import torch
-
-CALLS = [0]
-
-
-# drtriton: inputs = [torch.randn(64, 32)]
-class Counting(torch.nn.Module):
-    def forward(self, x):
-        CALLS[0] += 1
-        return torch.sigmoid(x) * 2.0 + CALLS[0]
-"""
+# a forward whose generated kernel fails verification (see the file's docstring)
+COUNTING = (Path(__file__).parents[1] / "fixtures" / "refusals" / "counting.py").read_text()
 
 
 async def test_apply_refuses_a_kernel_that_failed_verification(client, tmp_path):
