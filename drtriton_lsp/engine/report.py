@@ -264,6 +264,8 @@ PASSED_CHECKS = {
 
 
 def _check_text(name: str, value: Any) -> str:
+    if name == "triton_launches":
+        return f"{value} over all trials (per kernel in the JSON report's kernels_launched)"
     if value is True:
         return PASSED_CHECKS.get(name, "passed")
     if value is False:
