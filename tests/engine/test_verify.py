@@ -30,6 +30,55 @@ def verify(name: str, limits: JobLimits | None = None, trials: int = 2):
     )
 
 
+# the checks that need no worker come first: a run stopped at its first failure (-x) gets there soon
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ((VERIFY_FIXTURES / "try_except.py").read_text(), "try_except_fallback"),
+        ("import os\nimport torch\nclass ModelNew(torch.nn.Module):\n    pass\n", "forbidden_construct"),
+        ("import drtriton_task\nclass ModelNew:\n    pass\n", "calls_reference"),
+        ("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n", "no_triton_kernel"),
+        ("import triton\n@triton.jit\ndef k():\n    pass\n", "no_model_new"),
+        ("def broken(:\n", "import_error"),
+    ],
+)
+def test_static_checks_reject_without_running(source, reason):
+    verdict = static_rejection(source)
+    assert verdict is not None and verdict.reason == reason
+    assert (verdict.verified, verdict.trials, verdict.passed) == (False, 0, 0)  # the report claims no trial
+
+
+class RecordingRunner:
+    """Stands in for the worker: records what verify_candidate asks of the judge, answers with a verdict."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+
+    def call(self, op: str, params: dict, **options) -> dict:
+        self.calls.append((op, params))
+        return {"verified": True, "reason": None, "detail": "", "interpreter": True, "trials": params["trials"],
+                "passed": params["trials"], "max_abs_err": 0.0, "max_rel_err": 0.0, "tolerance": {}, "shapes": [],
+                "checks": {}}
+
+
+def test_the_judge_gets_five_trials_by_default_and_the_captured_input_shapes_when_there_are_any():
+    task = Task.from_file(VERIFY_FIXTURES / "task_scale_relu.py")
+    good = (VERIFY_FIXTURES / "good.py").read_text()
+    runner = RecordingRunner()
+    verdict = verify_candidate(task, good, device="cpu", runner=runner)
+    shapes = {"inputs": [["s0", 64]], "ranges": {"s0": [2, None]}}
+    verify_candidate(task, good, device="cpu", runner=runner, input_shapes=shapes, trials=2, seed=7)
+
+    (op, first), (_, second) = runner.calls
+    assert op == "verify" and first["trials"] == 5 and (verdict.trials, verdict.passed) == (5, 5)
+    assert "input_shapes" not in first and second["input_shapes"] == shapes
+    assert (second["trials"], second["seed"]) == (2, 7)
+
+
+def test_static_checks_accept_a_plain_candidate():
+    assert static_rejection((VERIFY_FIXTURES / "good.py").read_text()) is None
+
+
 @pytest.mark.slow
 def test_a_correct_hand_written_candidate_passes_every_check():
     verdict = verify("good", trials=3)
@@ -84,26 +133,6 @@ def test_a_hanging_candidate_is_stopped_within_a_minute_by_the_judges_own_limit(
 def test_a_memory_hog_is_stopped_by_the_memory_cap():
     verdict = verify("memory_hog", limits=JobLimits(timeout_s=120, memory_bytes=2 * 1024**3))
     assert (verdict.verified, verdict.reason) == (False, "memory_limit")
-
-
-@pytest.mark.parametrize(
-    ("source", "reason"),
-    [
-        ((VERIFY_FIXTURES / "try_except.py").read_text(), "try_except_fallback"),
-        ("import os\nimport torch\nclass ModelNew(torch.nn.Module):\n    pass\n", "forbidden_construct"),
-        ("import drtriton_task\nclass ModelNew:\n    pass\n", "calls_reference"),
-        ("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n", "no_triton_kernel"),
-        ("import triton\n@triton.jit\ndef k():\n    pass\n", "no_model_new"),
-        ("def broken(:\n", "import_error"),
-    ],
-)
-def test_static_checks_reject_without_running(source, reason):
-    verdict = static_rejection(source)
-    assert verdict is not None and verdict.reason == reason
-
-
-def test_static_checks_accept_a_plain_candidate():
-    assert static_rejection((VERIFY_FIXTURES / "good.py").read_text()) is None
 
 
 @pytest.mark.slow
