@@ -178,22 +178,24 @@ local function flow()
   ))
 
   local moved_line = find_line(bufnr, '^class ' .. TARGET .. '%W')
-  wait_for('the lens on the moved target (refreshed on save)', 30000, function()
-    local lens = lens_containing(bufnr, 'Generate Triton kernel')
+  wait_for('the applied lens on the moved target (refreshed on save)', 30000, function()
+    local lens = lens_containing(bufnr, 'kernel applied')
     return lens ~= nil and lens.line == moved_line - 1
   end)
+  results.applied_lens = lens_containing(bufnr, 'kernel applied').text
+  say('lens: ' .. results.applied_lens)
   vim.api.nvim_win_set_cursor(0, { moved_line, 0 })
-  say(':DrtritonGenerate, then :DrtritonCancel once it runs')
+  say(':DrtritonVerify on the applied kernel, then :DrtritonCancel once it runs')
   local began = #progress
-  vim.cmd('DrtritonGenerate')
+  vim.cmd('DrtritonVerify')
   wait_for('the third job to begin', 30000, function()
     return #progress > began
   end)
-  vim.cmd('DrtritonGenerate')  -- again, while it runs
-  wait_for('the second Generate to be answered', 15000, function()
+  vim.cmd('DrtritonVerify')  -- again, while it runs
+  wait_for('the second Verify to be answered', 15000, function()
     return #notified > 0 and notified[#notified].message:find('already running', 1, true) ~= nil
   end)
-  results.generate_while_running = notified[#notified].message
+  results.command_while_running = notified[#notified].message
   vim.cmd('DrtritonCancel')
   wait_for('the third job to end', 60000, function()
     return ended_jobs() == 3

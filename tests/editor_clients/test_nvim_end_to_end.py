@@ -1,8 +1,9 @@
 """Neovim end to end: a real headless Neovim 0.11 with editor_clients/nvim drives `drtriton-lsp` on an example.
 
 nvim_flow.lua opens a copy of the example, lists code actions, runs :DrtritonGenerate on the CPU, reads the lenses
-from the buffer, opens the report, runs :DrtritonVerify, applies the kernel, generates again and cancels, then runs
-:checkhealth drtriton, :DrtritonDebugInformation and :DrtritonRestart; these tests check what it saw.
+from the buffer, opens the report beside the code, runs :DrtritonVerify, applies the kernel, reads the applied lens,
+re-verifies the applied kernel and cancels, then runs :checkhealth drtriton, :DrtritonDebugInformation and
+:DrtritonRestart; these tests check what it saw.
 """
 
 from __future__ import annotations
@@ -149,9 +150,17 @@ def test_apply_writes_the_kernel_and_keeps_the_original(flow):
     assert missing == [], "apply must only insert lines"
 
 
-def test_generate_while_a_job_runs_says_so(flow):
+def test_an_applied_kernel_shows_as_applied_with_its_actions(flow):
     seen, _, _ = flow
-    assert seen["generate_while_running"] == (
+    assert re.fullmatch(
+        r"drtriton: kernel applied \d{4}-\d{2}-\d{2} · verified (\d+)/\1 trials \| Re-verify \| Remove kernel",
+        seen["applied_lens"],
+    ), seen["applied_lens"]
+
+
+def test_a_command_while_a_job_runs_says_so(flow):
+    seen, _, _ = flow
+    assert seen["command_while_running"] == (
         "drtriton: a job is already running on this target; wait for it to end, or cancel it first (:DrtritonCancel)"
     )
 
