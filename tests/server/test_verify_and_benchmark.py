@@ -149,9 +149,13 @@ async def test_a_running_verify_job_is_cancelled_and_an_applied_kernel_is_not_ap
         "message": f"{TARGET}: its kernel is already applied; nothing was changed",
     }
     assert len(client.applied_edits) == 1
+    # Verify now checks the applied kernel as it stands in the file (test_applied_kernels.py has the rest)
     answer = await execute(client, "drtriton.verify", target)
-    assert answer["message"] == f"{TARGET}: its kernel was applied, which changed the target; run Generate again to verify it"
+    assert answer["status"] == "started"
+    assert (await wait_for_job_end(client, answer["token"])).message.startswith(f"{TARGET}: re-verified")
     forward_line = written.splitlines().index("    def forward(self, x: torch.Tensor) -> torch.Tensor:") + 1
     assert [action.title for action in await code_actions(client, uri, forward_line)] == [
-        f"drtriton: Generate Triton kernel for {TARGET}"
+        f"drtriton: Re-verify the applied kernel of {TARGET}",
+        f"drtriton: Remove kernel from {TARGET}",
+        f"drtriton: Show report for {TARGET}",
     ]
