@@ -54,8 +54,7 @@ def register(server: DrtritonLanguageServer) -> None:
                     lenses.append(_lens(where, f"drtriton: kernel {analyzed.applied.summary()}", VERIFY, arguments))
                     lenses.append(_lens(where, "Re-verify", VERIFY, arguments))
                 else:  # re-verified in this session: still said to be applied
-                    applied_on = analyzed.applied.generated_on
-                    title = f"drtriton: kernel applied {applied_on} · {lens_title(result)}"
+                    title = f"drtriton: kernel {analyzed.applied.applied_on} · {lens_title(result)}"
                     lenses.append(_lens(where, title, "drtriton.showReport", arguments))
                     lenses.append(_lens(where, "Re-verify", VERIFY, arguments))
                     if not result.refusal_to("benchmark") and ls.settings.device != "cpu":

@@ -30,10 +30,15 @@ class AppliedKernel:
     verified: str | None  # e.g. "5/5 trials (float32 atol 0.0001 rtol 0.0001) on NVIDIA H200"
     speed: str | None  # e.g. "1.80x vs eager, 1.10x vs torch.compile on NVIDIA H200 (median, 0.21 ms)"
 
+    @property
+    def applied_on(self) -> str:
+        """`applied 2026-12-01`, or `applied` for a block whose provenance comment lost its date."""
+        return f"applied {self.generated_on}" if self.generated_on else "applied"
+
     def summary(self) -> str:
         """`applied 2026-12-01 · verified 5/5 trials · 1.80x vs eager`: short, as it shares the target's line with
         the actions in Neovim (the block's comment has the device, tolerances and times)."""
-        parts = [f"applied {self.generated_on}" if self.generated_on else "applied"]
+        parts = [self.applied_on]
         if self.verified:
             parts.append("verified " + self.verified.split(" (")[0].split(" on ")[0])
         if self.speed and not self.speed.startswith("not measured"):
