@@ -6,6 +6,7 @@ was computed from; every other line stays as it is.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from lsprotocol import types
@@ -34,7 +35,7 @@ def register(server: DrtritonLanguageServer) -> None:
 
         document = found[0]
         try:
-            removed = remove_kernel(document.source, name)
+            removed = await asyncio.to_thread(remove_kernel, document.source, name)  # libcst, off the event loop
         except DrtritonError as problem:
             return _refuse(ls, f"{name}: {problem.message} {problem.hint}")
         failure = await send_line_edits(ls, document, document.source, removed, f"remove the kernel of {name}")

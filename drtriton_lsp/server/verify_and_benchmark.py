@@ -6,6 +6,7 @@ it like a generate job, and its updated verdict or timing replaces the result in
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from drtriton_lsp.errors import DrtritonError
@@ -36,7 +37,8 @@ async def _refusal(ls: DrtritonLanguageServer, uri: str, target_name: str, kind:
         from drtriton_lsp.engine.pipeline import applied_outcome
 
         try:
-            outcome = applied_outcome(document.source, analysis.path, target_name)
+            # libcst edits a copy of the file: off the event loop, which keeps answering the editor
+            outcome = await asyncio.to_thread(applied_outcome, document.source, analysis.path, target_name)
         except DrtritonError as problem:
             return f"{target_name}: {problem.message}. {problem.hint}"
         result = TargetResult(
