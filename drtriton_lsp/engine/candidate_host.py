@@ -279,8 +279,6 @@ def serve(exchange: Path, protocol_out) -> None:
         protocol_out.flush()
 
     host = Host(exchange, send)
-    with CandidateAudit():  # the first dispatch mode imports TorchDynamo (seconds): before the candidate's clock
-        torch.empty(1)
     handlers = {"load": host.load, "instance": host.instance, "call": host.call}
     send({"event": "ready"})
     for line in sys.stdin:

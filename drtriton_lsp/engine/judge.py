@@ -13,13 +13,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
-import json
 import math
 import os
-import queue
-import subprocess
-import sys
-import tempfile
+import shutil
 import threading
 import time
 from collections import Counter
@@ -27,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import psutil
 import torch
 
+from drtriton_lsp.engine.candidate_process import CandidateProcess, Rejected, processes_for_device
+from drtriton_lsp.engine.candidate_process import take as take_candidate_process
 from drtriton_lsp.engine.capture import export_program
 from drtriton_lsp.engine.gpu_lock import gpu_hold
 from drtriton_lsp.engine.op_audit import OpRecorder
@@ -38,7 +35,6 @@ from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
 from drtriton_lsp.engine.tensor_exchange import same_layout_on, share
 from drtriton_lsp.engine.tolerances import tolerance_for
-from drtriton_lsp.runners.local import describe_exit
 
 
 def init_seed(seed: int) -> int:
@@ -50,21 +46,14 @@ def init_seed(seed: int) -> int:
 # larger; time spent compiling Triton kernels is not counted (the candidate's process announces it).
 TRIAL_LIMIT_FLOOR_S = {"cuda": 20.0, "cpu": 30.0}
 REFERENCE_TIME_FACTOR = 50.0
-COMPILE_LIMIT_S = 600.0  # one kernel's compilation
 LOAD_LIMIT_S = 30.0  # importing the candidate and building ModelNew
-HOST_START_LIMIT_S = 180.0  # the candidate's process importing torch and Triton (not the candidate's doing)
 # Under the CPU interpreter, the trial at the task's own sizes runs when it is estimated to take at most this long.
 FULL_SIZE_BUDGET_S = 30.0
-MESSAGE_LIMIT_BYTES = 1 << 20
-
-
-class Rejected(Exception):
-    """The candidate failed a check: `reason` is a stable code, `detail` says what was seen."""
-
-    def __init__(self, reason: str, detail: str):
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
+# Where a verification's time goes (`seconds` in its result), in the order of the checks.
+PHASES = ("reference", "candidate load", "primary trials", "strided trial", "autograd trial", "odd sizes",
+          "other calls and instances", "no-op trial", "full size")
+# The seed offset of the draw that the checks after the primary trials share.
+EXTRA_DRAW = 1500
 
 
 class ReferenceFailed(Exception):
@@ -93,6 +82,19 @@ class Tally:
     slowest_call_s: float = 0.0
     slowest_call_elements: int = 1
 
+    def merge(self, other: Tally) -> None:
+        """Add what another process's trials measured."""
+        self.trials += other.trials
+        self.passed += other.passed
+        self.max_abs_err = max(self.max_abs_err, other.max_abs_err)
+        self.max_rel_err = max(self.max_rel_err, other.max_rel_err)
+        self.tolerance.update(other.tolerance)
+        self.shapes.extend(other.shapes)
+        self.launches += other.launches
+        for name, count in other.kernels.items():
+            self.kernels[name] = self.kernels.get(name, 0) + count
+        self.arbitrated.extend(other.arbitrated)
+
 
 @dataclass
 class Call:
@@ -109,127 +111,49 @@ class Call:
         return sum(v.numel() for v in [*self.args, *self.kwargs.values()] if isinstance(v, torch.Tensor)) or 1
 
 
-class CandidateProcess:
-    """The candidate's process: requests answered within time limits, everything it says checked before use.
-    `exchange` is the private folder (mode 0700) where the judge leaves tensors for it and it leaves outputs."""
+class DrawsAhead:
+    """The judge's `get_inputs()` draws, each under its own seed: the next one known to be needed is made in a thread
+    while the judge waits for the candidate's process (on a CPU, a full-size draw is a large part of a trial's time).
 
-    def __init__(self) -> None:
-        self.exchange = Path(tempfile.mkdtemp(prefix="drtriton-exchange-"))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "drtriton_lsp.engine.candidate_host", str(self.exchange)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            cwd=self.exchange,
-            text=True,
-        )
-        self.messages: queue.Queue = queue.Queue()
-        self.ready = False
-        self.next_id = 0
-        threading.Thread(target=self._read, daemon=True).start()
+    A draw seeds torch's global generator, so the thread runs only inside `while_waiting`, where the judge's own
+    thread draws nothing; a draw is the same values whichever thread makes it. A draw that failed in the thread is
+    made again by `take`, whose caller then sees the task's error where it would have without the thread.
+    """
 
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self.messages.put(line)
-        self.messages.put(None)
+    def __init__(self, draw: Callable[[int], list[Any]], planned: list[int]):
+        self._draw = draw
+        self._planned = list(planned)
+        self._made: dict[int, list[Any]] = {}
 
-    def wait_ready(self) -> None:
-        message = self._next(time.monotonic() + HOST_START_LIMIT_S, "starting")
-        if message.get("event") != "ready":
-            raise Rejected("protocol_violation", f"the candidate's process said {str(message)[:200]} before it was ready")
-        self.ready = True
+    def take(self, offset: int) -> list[Any]:
+        if offset in self._made:
+            return self._made.pop(offset)
+        if offset in self._planned:
+            self._planned.remove(offset)
+        return self._draw(offset)
 
-    def request(self, op: str, params: dict[str, Any], limit_s: float, doing: str) -> dict[str, Any]:
-        """Send one request and return its result; a candidate error raises Rejected with the candidate's kind."""
-        if not self.ready:
-            self.wait_ready()
-        self.next_id += 1
-        try:
-            self.process.stdin.write(json.dumps({"id": self.next_id, "op": op, **params}) + "\n")
-            self.process.stdin.flush()
-        except OSError:
-            raise Rejected("crashed", self._exit_description()) from None
-        deadline = time.monotonic() + limit_s
-        while True:
-            message = self._next(deadline, doing, limit_s)
-            event = message.get("event")
-            if event == "compiling":
-                compile_started = time.monotonic()
-                done = self._next(compile_started + COMPILE_LIMIT_S, "compiling a Triton kernel", COMPILE_LIMIT_S)
-                if done.get("event") != "compiled":
-                    raise Rejected("protocol_violation", "the candidate's process did not report a compile's end")
-                deadline += time.monotonic() - compile_started  # compile time is not the call's
-                continue
-            if message.get("id") != self.next_id or ("result" in message) == ("error" in message):
-                raise Rejected("protocol_violation", f"unexpected message from the candidate's process: {str(message)[:200]}")
-            if "error" in message:
-                error = message["error"]
-                kind = error.get("kind") if isinstance(error, dict) else None
-                if kind not in ("import_error", "no_model_new", "runtime_error", "compile_error", "device_fault"):
-                    raise Rejected("protocol_violation", f"an error of unknown kind {kind!r}")
-                raise Rejected(kind, f"{doing}: {str(error.get('message', ''))[:2000]}")
-            if not isinstance(message["result"], dict):
-                raise Rejected("protocol_violation", "a result that is not an object")
-            return message["result"]
+    @contextlib.contextmanager
+    def while_waiting(self):
+        """Make the next planned draw in a thread while the block runs (the block must not use torch's RNG)."""
+        if not self._planned:
+            yield
+            return
+        offset = self._planned.pop(0)
+        made: dict[int, list[Any]] = {}
 
-    def _next(self, deadline: float, doing: str, limit_s: float | None = None) -> dict[str, Any]:
-        try:
-            line = self.messages.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            self.kill()
-            limit = f" in {limit_s:.0f} s" if limit_s else ""
-            raise Rejected("timeout", f"{doing}: no answer{limit} (a hang?)") from None
-        if line is None:
-            self.process.wait()
-            raise Rejected("crashed", f"{doing}: {self._exit_description()}")
-        if len(line) > MESSAGE_LIMIT_BYTES:
-            raise Rejected("protocol_violation", "an oversized message from the candidate's process")
-        try:
-            message = json.loads(line)
-        except json.JSONDecodeError:
-            raise Rejected("protocol_violation", f"a message that is not JSON: {line[:200]!r}") from None
-        if not isinstance(message, dict):
-            raise Rejected("protocol_violation", "a message that is not an object")
-        return message
-
-    def _exit_description(self) -> str:
-        return describe_exit(self.process.poll(), "the candidate's process")
-
-    def kill(self) -> None:
-        """End the process and anything it started."""
-        try:
-            children = psutil.Process(self.process.pid).children(recursive=True)
-        except psutil.Error:
-            children = []
-        for process in [*children]:
+        def draw() -> None:
             try:
-                process.kill()
-            except psutil.Error:
+                made[offset] = self._draw(offset)
+            except Exception:  # noqa: BLE001 - `take` draws again and raises in the judge's thread
                 pass
-        self.process.kill()
-        self.process.wait()
 
-    def close(self) -> None:
-        if self.process.poll() is None:
-            try:
-                self.process.stdin.write(json.dumps({"op": "exit"}) + "\n")
-                self.process.stdin.flush()
-                self.process.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        if self.process.poll() is None:
-            self.kill()
-
-
-_started_ahead: list[CandidateProcess] = []
-
-
-def start_candidate_process_ahead() -> None:
-    """Start the next verification's candidate process now (its torch and Triton imports take seconds; it stays
-    clean until a verification hands it its candidate), and make this process's first ATen audit cheap."""
-    if not _started_ahead:
-        _started_ahead.append(CandidateProcess())
-    with OpRecorder():  # the first dispatch mode imports TorchDynamo
-        torch.empty(1)
+        thread = threading.Thread(target=draw, name=f"draw {offset}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            thread.join()
+            self._made.update(made)
 
 
 def run_verification(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
@@ -240,12 +164,83 @@ def run_verification(params: dict[str, Any], progress: Callable[[str], None]) ->
         return Judge(params, progress).run()
 
 
+@dataclass
+class Lane:
+    """One candidate process and what the judge remembers of the calls made to it."""
+
+    host: CandidateProcess
+    tally: Tally
+    # numbers this lane's calls (each call's poison seed differs)
+    first_call: int = 0
+    calls: int = 0
+    # the expected outputs of the last call that passed: a later output equal to them is a stale result
+    previous_expected: list | None = None
+    # the outputs of the call made with keep=True, as they came back (a later call must not change them)
+    kept_outputs: list = field(default_factory=list)
+
+    @property
+    def exchange(self) -> Path:
+        return self.host.exchange
+
+
+class SideChecks:
+    """The layout and size checks, run in a second candidate process at the same time as the primary trials (Judge)."""
+
+    def __init__(self, judge: Judge, lane: Lane):
+        self.judge = judge
+        self.lane = lane
+        self._extra: list[Any] = []
+        self._example: list[Any] = []
+        self._go = threading.Event()
+        self._abandoned = False
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="side checks", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def go(self, extra: list[Any], example: list[Any]) -> None:
+        """Start the checks on these draws (the shape plan is known by now)."""
+        self._extra, self._example = extra, example
+        self._go.set()
+
+    def _run(self) -> None:
+        try:
+            self.judge._load(self.lane)
+            self._go.wait()
+            if not self._abandoned:
+                self.judge._layout_and_size_checks(self.lane, self._extra, self._example)
+        except BaseException as failure:  # noqa: BLE001 - handed to the judge's thread by finish()
+            self._failure = failure
+
+    def abandon(self) -> None:
+        """The primary trials decided already: stop the other process, whose outcome no longer matters."""
+        self._abandoned = True
+        self._go.set()
+        self.judge.timed.set()  # nothing the checks wait for is coming
+        self.lane.host.kill()
+        self._thread.join()
+
+    def finish(self) -> None:
+        """Wait for the checks; raise what they raised (a rejection, or the task's own error)."""
+        self._thread.join()
+        if self._failure is not None:
+            raise self._failure
+
+
 class Judge:
-    """One verification: the task's reference here, the candidate in a CandidateProcess."""
+    """One verification: the task's reference here, the candidate in CandidateProcesses.
+
+    The primary trials run in one candidate process; on the CPU, where each call is seconds of Triton's interpreter
+    on one core, the other checks (strided, autograd, odd sizes, other calls and instances, no-op) run at the same
+    time in a second process of the same candidate, each process clean and unaware of the other. A rejection from
+    the primary trials is reported before one from the other checks.
+    """
 
     def __init__(self, params: dict[str, Any], progress: Callable[[str], None]):
         self.params = params
-        self.progress = progress
+        self._progress = progress
+        self._progress_lock = threading.Lock()
         self.task = Task.from_json(params["task"])
         self.device = torch.device(params["device"])
         self.trials = int(params.get("trials", 5))
@@ -262,20 +257,33 @@ class Judge:
         # wall seconds by phase (loading, each kind of trial), for the report
         self.seconds: dict[str, float] = {}
         self.floor_s = TRIAL_LIMIT_FLOOR_S["cuda" if self.device.type == "cuda" else "cpu"]
-        self.calls = 0
-        self.host: CandidateProcess | None = None
-        # the expected outputs of the last call that passed: a later output equal to them is a stale result
-        self.previous_expected: list | None = None
-        # the outputs of the call made with keep=True, as they came back (a later call must not change them)
-        self.kept_outputs: list = []
+        self.lanes: list[Lane] = []
+        # set once a call's time is known (the full-size trial's estimate needs one)
+        self.timed = threading.Event()
         self.ipc = False
+        # torch's global generator: a draw and a seeded construction never interleave across threads
+        self.rng_lock = threading.Lock()
+        # the primary trials' draws and the remaining checks' draw, each made while the candidate's process loads or
+        # computes
+        self.draws = DrawsAhead(self._draw_now, [1000 + trial for trial in range(self.trials)] + [EXTRA_DRAW])
         self._float64_models: dict[torch.nn.Module, torch.nn.Module | None] = {}
 
+    def progress(self, message: str) -> None:
+        with self._progress_lock:
+            self._progress(message)
+
     def run(self) -> dict[str, Any]:
-        # started ahead, or now: its imports run while the reference is built
-        self.host = _started_ahead.pop() if _started_ahead else CandidateProcess()
-        self.exchange = self.host.exchange
-        (self.exchange / "candidate.py").write_text(self.params["candidate"])
+        # started ahead, or now: their imports run while the reference is built
+        for number in range(processes_for_device(self.device.type)):
+            tally = self.tally if number == 0 else Tally(tf32=self.tally.tf32, interpreter=self.tally.interpreter)
+            self.lanes.append(Lane(take_candidate_process(), tally, first_call=1000 * number))
+        for lane in self.lanes:
+            (lane.exchange / "candidate.py").write_text(self.params["candidate"])
+        if len(self.lanes) > 1:
+            self.checks["isolation"] = (
+                "the candidate ran in two processes of its own (the primary trials in one; the layout, size and "
+                "no-op checks at the same time in the other); the judge drew inputs and compared outputs"
+            )
         result: dict[str, Any] = {"interpreter": self.tally.interpreter, "checks": self.checks}
         try:
             self._judge()
@@ -283,7 +291,10 @@ class Judge:
         except Rejected as rejection:
             result.update(verified=False, reason=rejection.reason, detail=rejection.detail)
         finally:
-            self.host.close()
+            for lane in self.lanes:
+                lane.host.close()
+        for lane in self.lanes[1:]:
+            self.tally.merge(lane.tally)
         self.checks["triton_launches"] = self.tally.launches
         self.checks["kernels_launched"] = self.tally.kernels
         if self.tally.arbitrated:
@@ -297,7 +308,8 @@ class Judge:
             shapes=self.tally.shapes,
             kept_ops=self.audit.get("kept_ops"),
             replaced_ops=self.audit.get("replaced_ops"),
-            seconds=self.seconds,
+            # in the checks' order (the side process's phases end in any order)
+            seconds={phase: self.seconds[phase] for phase in PHASES if phase in self.seconds},
         )
         return result
 
@@ -309,33 +321,62 @@ class Judge:
             self.task_module = load_task(self.task, self.directory)
             self.reference = build_model(self.task, self.task_module, self.directory, init_seed(self.seed)).to(self.device)
             self.init_inputs = self.task_module.get_init_inputs() if hasattr(self.task_module, "get_init_inputs") else []
-            self._save("init.pt", list(self.init_inputs))
-            self._save("state.pt", _cpu_state(self.reference))
+            self._save_for_all(["init.pt", "state.pt"], [list(self.init_inputs), _cpu_state(self.reference)])
+        main = self.lanes[0]
+        side = SideChecks(self, self.lanes[1]) if len(self.lanes) > 1 else None
+        if side is not None:
+            side.start()  # its process loads the candidate while the main one does
+        try:
+            with self._timed("candidate load"), self.draws.while_waiting():
+                self._load(main)
+            with self._timed("primary trials"):
+                example = self.draws.take(1000)
+                self.plan = self._shape_plan(example, reduced=self.device.type == "cpu")
+                self.checks["odd_shapes"] = self.plan.odd_reason or "tried"
+                # one more draw serves the remaining checks: each asks a different question of the same values
+                # (drawing is most of a small trial's time on the CPU: get_inputs() draws at the task's full size)
+                extra = self.draws.take(EXTRA_DRAW)
+                # the sizes every check shares are settled before the second process starts on them
+                first = self._primary_inputs(example)
+                if side is not None:
+                    side.go(extra, example)
+                self._primary_trials(main, first)
+            self._checks_after_primary(main, extra)
+            if side is None:
+                self._layout_and_size_checks(main, extra, example)
+        except BaseException:
+            if side is not None:
+                side.abandon()
+            raise
+        if side is not None:
+            side.finish()
+        self.checks["kernels_have_effect"] = True
+        self.checks["reference_not_reachable"] = True
+        self.checks["inputs_unchanged"] = True
+        self.checks["guard_regions"] = "no write outside any buffer the candidate was given or allocated"
+
+    def _load(self, lane: Lane) -> None:
+        """Import the candidate in the lane's process and build its ModelNew from the reference's weights."""
         probe = torch.arange(4, device=self.device) if self.device.type == "cuda" else None
-        with self._timed("candidate load"):
-            loaded = self.host.request(
-                "load",
-                {"source": "candidate.py", "init": "init.pt", "state": "state.pt", "init_seed": init_seed(self.seed),
-                 "device": str(self.device), "precision": _precision_settings(),
-                 "ipc_probe": share(probe) if probe is not None else None},
-                LOAD_LIMIT_S, "importing the candidate and building ModelNew",
-            )
+        loaded = lane.host.request(
+            "load",
+            {"source": "candidate.py", "init": "init.pt", "state": "state.pt", "init_seed": init_seed(self.seed),
+             "device": str(self.device), "precision": _precision_settings(),
+             "ipc_probe": share(probe) if probe is not None else None},
+            LOAD_LIMIT_S, "importing the candidate and building ModelNew",
+        )
+        if lane is not self.lanes[0]:
+            return
         self.checks["weights"] = str(loaded.get("weights", ""))[:200]
         # tensors cross in shared GPU memory when the candidate's process could read the probe, else in files
         self.ipc = probe is not None and loaded.get("ipc_probe_sum") == 6
         self.checks["tensor_exchange"] = "shared GPU memory (CUDA IPC)" if self.ipc else "files"
 
-        with self._timed("primary trials"):
-            example = self._draw(1000)
-            self.plan = self._shape_plan(example, reduced=self.device.type == "cpu")
-            self.checks["odd_shapes"] = self.plan.odd_reason or "tried"
-            self._primary_trials(example)
-        # one more draw serves the remaining checks: each asks a different question of the same values
-        # (drawing is most of a small trial's time on the CPU: get_inputs() draws at the task's full size)
-        # (each check shifts those values by another amount, so no two calls see the same values)
-        with self._timed("strided trial"):
-            extra = self._draw(1500)
-            self._strided_trial(_shifted(extra, 1))
+    def _checks_after_primary(self, lane: Lane, extra: list[Any]) -> None:
+        """The checks made in the primary trials' process after them, on the values of one draw (each check shifts
+        them by another amount, so no two calls see the same values). With the primary trials, this process sees at
+        least as many calls at the primary sizes as a single-process verification did (a candidate that goes stale
+        after a number of calls meets them here)."""
         # autograd on, as in a user's default mode, and the arguments passed by keyword where the forward allows it:
         # the same results are due (from the kernels, or from the written dispatch's fallback to PyTorch where
         # gradients are needed)
@@ -344,20 +385,23 @@ class Judge:
             keywords = _keyword_call(self.task_module.Model.forward, inputs)
             label = "autograd on, keyword arguments" if keywords else "autograd on"
             self.progress(f"trial with {label}")
-            self._trial(keywords or Call(inputs), label, autograd=True, must_launch=False, mismatch="wrong_for_other_call")
+            self._trial(lane, keywords or Call(inputs), label, autograd=True, must_launch=False,
+                        mismatch="wrong_for_other_call")
         self.checks["autograd_on"] = "tried once" + (", with keyword arguments" if keywords else "")
-        with self._timed("odd sizes"):
-            self._odd_trials(_shifted(extra, 3))
         with self._timed("other calls and instances"):
-            self._variants(_shifted(extra, 4))
-        with self._timed("full size"):
-            self._full_size_trial(example)
+            self._variants(lane, _shifted(extra, 4))
+
+    def _layout_and_size_checks(self, lane: Lane, extra: list[Any], example: list[Any]) -> None:
+        """Non-contiguous inputs, odd sizes, the no-op test and (CPU) the task's own sizes: on the CPU, in the second
+        process (the no-op call checks nothing a stale result could fail, so it adds nothing to the first process)."""
+        with self._timed("strided trial"):
+            self._strided_trial(lane, _shifted(extra, 1))
+        with self._timed("odd sizes"):
+            self._odd_trials(lane, _shifted(extra, 3))
         with self._timed("no-op trial"):
-            self._no_op_trial(_shifted(extra, 5))
-        self.checks["kernels_have_effect"] = True
-        self.checks["reference_not_reachable"] = True
-        self.checks["inputs_unchanged"] = True
-        self.checks["guard_regions"] = "no write outside any buffer the candidate was given or allocated"
+            self._no_op_trial(lane, _shifted(extra, 5))
+        with self._timed("full size"):
+            self._full_size_trial(lane, example)
 
     @contextlib.contextmanager
     def _timed(self, phase: str):
@@ -368,33 +412,32 @@ class Judge:
         finally:
             self.seconds[phase] = round(self.seconds.get(phase, 0.0) + time.monotonic() - started, 3)
 
-    def _primary_trials(self, example: list[Any]) -> None:
-        first: list[Any] = []
+    def _primary_trials(self, lane: Lane, first: list[Any]) -> None:
+        """`first`: the first trial's inputs, at the sizes the reference accepts (see _primary_inputs)."""
         for trial in range(self.trials):
             self.progress(f"trial {trial + 1}/{self.trials} at {self.plan.describe('primary')}")
-            drawn = example if trial == 0 else self._draw(1000 + trial)
-            # the first trial tells whether the reference runs at the planned sizes; later ones share its sizes
-            inputs = self._primary_inputs(drawn) if trial == 0 else resize_inputs(drawn, self.plan.primary)
+            inputs = first if trial == 0 else resize_inputs(self.draws.take(1000 + trial), self.plan.primary)
             if trial == 0:
-                first = inputs
                 try:
-                    self._trial(Call(inputs), "primary", audit=True, keep=True)
+                    self._trial(lane, Call(inputs), "primary", audit=True, keep=True)
                 except ReferenceFailed as failure:  # at the sizes get_inputs draws: the task itself is broken
                     raise Rejected("reference_failed", str(failure)) from failure
             elif trial == 1:
                 # the first call's buffers, refilled in place with its values changed in the interior only: a
                 # result cached by address or by a few values goes stale; and the first call's output must still
                 # hold its values (no buffer shared across calls)
-                self._trial(Call(_interior_changed(first, inputs)), "primary", reuse_buffers=True,
-                            recheck=self.previous_expected)
+                self._trial(lane, Call(_interior_changed(first, inputs)), "primary", reuse_buffers=True,
+                            recheck=lane.previous_expected)
                 self.checks["state_across_calls"] = (
                     "checked: inputs refilled in place with new interior values, the earlier output read again, "
                     "every call's values distinct"
                 )
             else:
-                self._trial(Call(inputs), "primary")
+                self._trial(lane, Call(inputs), "primary")
 
     def _primary_inputs(self, drawn: list[Any]) -> list[Any]:
+        """The first draw at the planned sizes; at the drawn sizes (and the plan changed) where the reference
+        cannot run at the planned ones."""
         inputs = resize_inputs(drawn, self.plan.primary)
         if self.plan.primary == [_shape_of(value) for value in drawn]:
             return inputs  # the sizes get_inputs draws: the trial itself says if the reference rejects them
@@ -409,7 +452,7 @@ class Judge:
             self.plan.primary = [_shape_of(value) for value in drawn]
             return drawn
 
-    def _strided_trial(self, drawn: list[Any]) -> None:
+    def _strided_trial(self, lane: Lane, drawn: list[Any]) -> None:
         inputs = resize_inputs(drawn, self.plan.primary)
         strided = Call(inputs).with_layout(_non_contiguous)
         if all(isinstance(v, torch.Tensor) and v.is_contiguous() or not isinstance(v, torch.Tensor) for v in strided.args):
@@ -417,13 +460,13 @@ class Judge:
             return
         self.progress("trial with non-contiguous inputs")
         try:
-            self._trial(strided, "strided", mismatch="wrong_for_strided_inputs")
+            self._trial(lane, strided, "strided", mismatch="wrong_for_strided_inputs")
         except ReferenceFailed as failure:
             self.checks["strided_inputs"] = f"not tried: the reference rejects non-contiguous inputs ({failure})"
             return
         self.checks["strided_inputs"] = "tried (transposed or strided views of the inputs)"
 
-    def _odd_trials(self, drawn: list[Any]) -> None:
+    def _odd_trials(self, lane: Lane, drawn: list[Any]) -> None:
         skipped: list[str] = []
         reference_on_cpu: torch.nn.Module | None = None
         for index, sizes in enumerate(self.plan.odd):
@@ -439,13 +482,13 @@ class Judge:
                     skipped.append(f"{where} ({failure})")
                     continue
             try:
-                self._trial(Call(inputs), "odd", mismatch="wrong_at_odd_shape")
+                self._trial(lane, Call(inputs), "odd", mismatch="wrong_at_odd_shape")
             except ReferenceFailed as failure:
                 skipped.append(f"{where} ({failure})")
         if skipped:
             self.checks["odd_shapes"] = "skipped where the reference itself cannot run: " + "; ".join(skipped)
 
-    def _variants(self, drawn: list[Any]) -> None:
+    def _variants(self, lane: Lane, drawn: list[Any]) -> None:
         """Other instances (other scalar constructor values) and other calls (keywords, defaults, other scalars):
         the candidate may run its kernels or fall back to PyTorch there, but its results must match."""
         notes: list[str] = []
@@ -453,33 +496,34 @@ class Judge:
         for label, call in _call_variants(self.task_module.Model.forward, inputs):
             self.progress(f"trial with another call: {label}")
             try:
-                self._trial(call, f"call: {label}", mismatch="wrong_for_other_call", must_launch=False)
+                self._trial(lane, call, f"call: {label}", mismatch="wrong_for_other_call", must_launch=False)
                 notes.append(f"call {label}: matched")
             except ReferenceFailed as failure:
                 notes.append(f"call {label}: skipped, the reference rejects it ({failure})")
         for number, (label, init) in enumerate(_init_variants(self.init_inputs), start=1):
             name = f"variant{number}"
             try:
-                torch.manual_seed(init_seed(self.seed))
-                reference = self.task_module.Model(*init).eval().to(self.device)
+                with self.rng_lock:
+                    torch.manual_seed(init_seed(self.seed))
+                    reference = self.task_module.Model(*init).eval().to(self.device)
                 self._reference_outputs(Call(inputs), reference)
             except Exception as error:  # noqa: BLE001 - the task does not accept these values: nothing to compare
                 notes.append(f"instance {label}: skipped, the reference rejects it ({type(error).__name__})")
                 continue
             self.progress(f"trial with another instance: {label}")
-            self._save(f"{name}-init.pt", list(init))
-            self._save(f"{name}-state.pt", _cpu_state(reference))
-            self.host.request(
+            self._save(lane, f"{name}-init.pt", list(init))
+            self._save(lane, f"{name}-state.pt", _cpu_state(reference))
+            lane.host.request(
                 "instance",
                 {"name": name, "init": f"{name}-init.pt", "state": f"{name}-state.pt", "init_seed": init_seed(self.seed)},
                 LOAD_LIMIT_S, f"building ModelNew({label})",
             )
-            self._trial(Call(inputs), f"instance: {label}", mismatch="wrong_for_other_instance", must_launch=False,
+            self._trial(lane, Call(inputs), f"instance: {label}", mismatch="wrong_for_other_instance", must_launch=False,
                         instance=name, reference=reference)
             notes.append(f"instance {label}: matched")
         self.checks["other_instances_and_calls"] = notes or ["none: no scalar constructor value or call argument to vary"]
 
-    def _full_size_trial(self, example: list[Any]) -> None:
+    def _full_size_trial(self, lane: Lane, example: list[Any]) -> None:
         full = [_shape_of(value) for value in example]
         if self.device.type == "cuda":
             self.checks["full_size"] = "every trial at the task's own sizes"
@@ -487,8 +531,8 @@ class Judge:
         if self.plan.primary == full:
             self.checks["full_size"] = "the primary trials ran at the task's own sizes"
             return
-        call = Call(self._draw(3500))
-        estimate = self.tally.slowest_call_s * call.elements() / self.tally.slowest_call_elements
+        call = Call(self._draw_now(3500))
+        estimate = self._seconds_per_element() * call.elements()
         if estimate > FULL_SIZE_BUDGET_S:
             self.checks["full_size"] = (
                 f"not tried: about {estimate:.0f} s under the interpreter, over the {FULL_SIZE_BUDGET_S:.0f} s budget; "
@@ -497,19 +541,24 @@ class Judge:
             return
         self.progress("trial at the task's own sizes")
         try:
-            self._trial(call, "full size", mismatch="wrong_at_full_size", limit_s=3 * estimate + self.floor_s)
+            self._trial(lane, call, "full size", mismatch="wrong_at_full_size", limit_s=3 * estimate + self.floor_s)
         except ReferenceFailed as failure:
             self.checks["full_size"] = f"not tried: the reference failed ({failure})"
             return
         self.checks["full_size"] = "tried once at the task's own sizes"
 
-    def _no_op_trial(self, drawn: list[Any]) -> None:
+    def _seconds_per_element(self) -> float:
+        """The candidate's slowest call so far, per input element, over every process (waiting for a first call)."""
+        self.timed.wait()
+        return max(lane.tally.slowest_call_s / lane.tally.slowest_call_elements for lane in self.lanes)
+
+    def _no_op_trial(self, lane: Lane, drawn: list[Any]) -> None:
         """DRTriton's no-op test: with every Triton launch skipped, the output must no longer match."""
         self.progress("checking that the Triton kernels matter")
         inputs = resize_inputs(drawn, self.plan.primary)
         try:
-            self._trial(Call(inputs), "no-op", skip_launches=True, tally=Tally(interpreter=self.tally.interpreter,
-                                                                                 tf32=self.tally.tf32))
+            self._trial(lane, Call(inputs), "no-op", skip_launches=True,
+                        tally=Tally(interpreter=self.tally.interpreter, tf32=self.tally.tf32))
         except Rejected:
             return
         raise Rejected(
@@ -521,6 +570,7 @@ class Judge:
 
     def _trial(
         self,
+        lane: Lane,
         call: Call,
         label: str,
         *,
@@ -540,19 +590,22 @@ class Judge:
         """Run the reference and the candidate on `call`; raise Rejected unless they agree. Returns the expected outputs."""
         reference = reference or self.reference
         counting = tally is None
-        tally = tally or self.tally
+        tally = tally or lane.tally
         recorder = OpRecorder() if audit else None
         expected, reference_s, aliases = self._reference_outputs(call, reference, recorder)
-        self.calls += 1
+        lane.calls += 1
         request = {
             "instance": instance, "audit": audit, "keep": keep, "reuse_buffers": reuse_buffers,
             "recheck": recheck is not None, "skip_launches": skip_launches, "autograd": autograd,
-            "poison_seed": self.seed * 7919 + self.calls,
+            "poison_seed": self.seed * 7919 + lane.first_call + lane.calls,
         }
         # held here until the answer arrives: on a GPU the candidate's process reads and writes this memory
-        shared = self._send_tensors(call, expected, recheck, request)
+        shared = self._send_tensors(lane, call, expected, recheck, request)
         limit = limit_s or max(self.floor_s, REFERENCE_TIME_FACTOR * reference_s)
-        answer = _checked_call_answer(self.host.request("call", request, limit, f"{label} trial"))
+        # the main lane's next draw is made meanwhile (the other lane's calls never draw)
+        ahead = self.draws.while_waiting() if lane is self.lanes[0] else contextlib.nullcontext()
+        with ahead:
+            answer = _checked_call_answer(lane.host.request("call", request, limit, f"{label} trial"))
         if counting:
             tally.launches += answer["launches"]
             for name, count in answer["kernels"].items():
@@ -562,26 +615,27 @@ class Judge:
             tally.trials += 1
             if answer["seconds"] > tally.slowest_call_s:
                 tally.slowest_call_s, tally.slowest_call_elements = answer["seconds"], call.elements()
+            self.timed.set()
         if answer["broken_guards"]:
             raise Rejected("out_of_bounds_write", f"{label}: a kernel wrote outside " + "; ".join(answer["broken_guards"][:5]))
         if answer["modified_inputs"]:
             raise Rejected("modified_inputs", f"{label}: input {answer['modified_inputs'][0]} was changed by the candidate")
-        actual = self._received_outputs(answer["outputs"], expected, shared, "outputs")
+        actual = self._received_outputs(lane, answer["outputs"], expected, shared, "outputs")
         try:
             _compare(expected, actual, tally, label, lambda: _float64_outputs(self._widened(reference), call, self.device))
         except Rejected as rejection:
-            if self.previous_expected is not None and _matches(self.previous_expected, actual):
+            if lane.previous_expected is not None and _matches(lane.previous_expected, actual):
                 raise Rejected("state_across_calls", f"{label}: the output is the previous call's result") from None
             raise Rejected(mismatch if rejection.reason == "wrong_result" else rejection.reason, rejection.detail) from None
         if recheck is not None:
             # the earlier call's outputs, read again now, must hold exactly what they held when it returned; an
             # output that is a view of an input (as the reference's is) changes with the refilled input: skipped
-            again = self._received_outputs(None, recheck, shared, "recheck")
-            for index, (before, now, alias) in enumerate(zip(self.kept_outputs, again, aliases)):
+            again = self._received_outputs(lane, None, recheck, shared, "recheck")
+            for index, (before, now, alias) in enumerate(zip(lane.kept_outputs, again, aliases)):
                 if not alias and not _identical(before, now):
                     raise Rejected("state_across_calls", f"{label}: a later call changed output {index} of an earlier call")
         if keep:
-            self.kept_outputs = [value.clone() if isinstance(value, torch.Tensor) else value for value in actual]
+            lane.kept_outputs = [value.clone() if isinstance(value, torch.Tensor) else value for value in actual]
         # after the comparison, so a stale result returned without a launch is named for what it is
         if must_launch and not skip_launches and answer["launches"] == 0:
             raise Rejected("no_triton_launch", f"{label}: the candidate's forward launched no Triton kernel")
@@ -589,7 +643,7 @@ class Judge:
             self._judge_audit(recorder.compute_ops, answer)
         if counting:
             tally.passed += 1
-            self.previous_expected = expected
+            lane.previous_expected = expected
         return expected
 
     def _judge_audit(self, reference_ops: Counter, answer: dict[str, Any]) -> None:
@@ -638,12 +692,12 @@ class Judge:
         aliases = [isinstance(v, torch.Tensor) and v.untyped_storage().data_ptr() in inputs for v in flat]
         return flat, seconds, aliases
 
-    def _send_tensors(self, call: Call, expected: list, recheck: list | None, request: dict[str, Any]) -> dict:
+    def _send_tensors(self, lane: Lane, call: Call, expected: list, recheck: list | None, request: dict[str, Any]) -> dict:
         """Put the call's inputs where the candidate's process reads them, and say where its outputs go: shared GPU
         memory (buffers of the expected outputs' shapes) when CUDA IPC works, else files. Returns what must stay
         alive until the answer."""
         if not self.ipc:
-            self._save("inputs.pt", {"args": call.args, "kwargs": call.kwargs})
+            self._save(lane, "inputs.pt", {"args": call.args, "kwargs": call.kwargs})
             request.update(inputs="inputs.pt", outputs="outputs.pt", recheck_to="recheck.pt")
             return {}
         inputs = {"args": [same_layout_on(v, self.device) for v in call.args],
@@ -653,10 +707,11 @@ class Judge:
                        recheck_receptacles=share(shared["recheck"]))
         return shared
 
-    def _received_outputs(self, described: list[dict[str, Any]] | None, expected: list, shared: dict, which: str) -> list:
+    def _received_outputs(self, lane: Lane, described: list[dict[str, Any]] | None, expected: list, shared: dict,
+                          which: str) -> list:
         """The outputs the candidate's process returned (or re-read, for `recheck`), as tensors on this device."""
         if not self.ipc:
-            return self._load_outputs("outputs.pt" if which == "outputs" else "recheck.pt", described)
+            return self._load_outputs(lane.exchange / ("outputs.pt" if which == "outputs" else "recheck.pt"), described)
         receptacles = shared[which]
         if described is not None:
             if len(described) != len(expected):
@@ -671,9 +726,9 @@ class Judge:
         values = [output.get("value") for output in described] if described else [None] * len(receptacles)
         return [receptacle if receptacle is not None else value for receptacle, value in zip(receptacles, values)]
 
-    def _load_outputs(self, name: str, described: list[dict[str, Any]] | None) -> list:
+    def _load_outputs(self, path: Path, described: list[dict[str, Any]] | None) -> list:
         try:
-            values = torch.load(self.exchange / name, weights_only=True)
+            values = torch.load(path, weights_only=True)
         except Exception as error:  # noqa: BLE001 - anything unreadable is the candidate process's doing
             raise Rejected("protocol_violation", f"its outputs could not be read safely: {type(error).__name__}") from None
         if not isinstance(values, list) or (described is not None and len(values) != len(described)):
@@ -692,11 +747,22 @@ class Judge:
                 self._float64_models[reference] = None
         return self._float64_models[reference]
 
-    def _draw(self, offset: int) -> list[Any]:
-        return draw_inputs(self.task, self.task_module, self.directory, seed=self.seed + offset)
+    def _draw_now(self, offset: int) -> list[Any]:
+        with self.rng_lock:
+            return draw_inputs(self.task, self.task_module, self.directory, seed=self.seed + offset)
 
-    def _save(self, name: str, value: Any) -> None:
-        torch.save(value, self.exchange / name)
+    def _save(self, lane: Lane, name: str, value: Any) -> None:
+        torch.save(value, lane.exchange / name)
+
+    def _save_for_all(self, names: list[str], values: list[Any]) -> None:
+        """Save each value once, in the first lane's folder, and link the file into the others'."""
+        for name, value in zip(names, values):
+            self._save(self.lanes[0], name, value)
+            for lane in self.lanes[1:]:
+                try:
+                    os.link(self.lanes[0].exchange / name, lane.exchange / name)
+                except OSError:  # another file system: a copy
+                    shutil.copyfile(self.lanes[0].exchange / name, lane.exchange / name)
 
     def _shape_plan(self, example: list[Any], reduced: bool) -> InputShapePlan:
         symbolic = self.params.get("input_shapes")

@@ -73,21 +73,19 @@ def _warm_up_export() -> None:
     torch.export.export(TwoOps(), (torch.randn(4, 8),), dynamic_shapes=dynamic, strict=False)
 
 
-def _start_candidate_process() -> None:
-    """Start the verification's candidate process (a clean interpreter importing torch and Triton) ahead."""
-    from drtriton_lsp.engine.judge import start_candidate_process_ahead
-
-    start_candidate_process_ahead()
-
-
 # What only one job method needs, and is worth doing ahead when the spare is known to be for it.
-METHOD_PRELOADS: dict[str, Callable[[], None]] = {"capture": _warm_up_export, "verify": _start_candidate_process}
+METHOD_PRELOADS: dict[str, Callable[[], None]] = {"capture": _warm_up_export}
 
 
 def preload(params: dict[str, Any], _progress: Progress) -> dict[str, Any]:
     """Import what the job methods import, and create the CUDA context where this worker's jobs use CUDA: a
     worker started ahead of its job (`LocalRunner.prepare`) pays its start-up while an earlier step runs.
     params: `method`, the job the worker is for when known (see METHOD_PRELOADS)."""
+    if params.get("method") == "verify":
+        # the candidate's interpreters import torch and Triton (seconds) at the same time as this one does
+        from drtriton_lsp.engine.candidate_process import processes_for_device, start_ahead
+
+        start_ahead(processes_for_device("cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"))
     import torch
     import triton  # noqa: F401
 

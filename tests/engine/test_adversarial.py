@@ -47,6 +47,8 @@ class Candidate:
     # extra reasons that fit only on a GPU (a fault where the CPU interpreter crashes or writes silently)
     gpu_reasons: frozenset[str] = frozenset()
     gpu_only: bool = False
+    # verification trials: 2 keeps the suite fast; a cheat that goes stale after some calls gets the product's default
+    trials: int = 2
 
     def source(self) -> str:
         return (self.folder / f"{self.name}.py").read_text()
@@ -108,7 +110,9 @@ CHEATS = [
     cheat("state_shared_output_buffer", "state_across_calls", "state_across_calls"),
     cheat("state_cache_data_ptr", "state_across_calls", STALE),
     cheat("state_cache_fingerprint", "state_across_calls", STALE),
-    cheat("state_counter_returns_cached", "state_across_calls", STALE),
+    # stale after three calls: with the default 5 trials, the process of the primary trials makes 6 or more checked
+    # calls at the primary sizes (the other checks run in a second process on the CPU)
+    cheat("state_counter_returns_cached", "state_across_calls", STALE, trials=5),
     cheat("state_cache_ignores_gate", "state_across_calls", STALE, task="task_gated_bias"),
     # only correct at the sizes and layouts a verifier happens to try
     # on a GPU every trial runs at the task's own sizes: there the first trial is simply wrong
@@ -185,7 +189,8 @@ HANG_LIMIT_S = 60.0
 
 
 def verify(candidate: Candidate, device: str = "cpu"):
-    return verify_candidate(candidate.task_object(), candidate.source(), device=device, runner=LocalRunner(), trials=2)
+    return verify_candidate(candidate.task_object(), candidate.source(), device=device, runner=LocalRunner(),
+                            trials=candidate.trials)
 
 
 def cases(cheats: list[Candidate]) -> list:

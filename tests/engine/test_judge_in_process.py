@@ -21,7 +21,7 @@ if not torch.cuda.is_available():
 
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-from drtriton_lsp.engine import judge  # noqa: E402
+from drtriton_lsp.engine import candidate_process, judge  # noqa: E402
 from drtriton_lsp.engine.candidate_host import CandidateFailed, Host  # noqa: E402
 from drtriton_lsp.engine.task import Task  # noqa: E402
 from tests.conftest import FIXTURES  # noqa: E402
@@ -53,6 +53,12 @@ class CandidateInThisProcess:
         shutil.rmtree(self.exchange, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def one_candidate_process(monkeypatch):
+    """Every check in the one Host of this process (two Hosts cannot share a process: each patches Triton)."""
+    monkeypatch.setattr(candidate_process, "SIDE_PROCESS_ON_CPU", False)
+
+
 @pytest.fixture(scope="module")
 def host():
     """One Host for the module: it patches Triton's launch and compile entry points, put back at the end."""
@@ -67,7 +73,7 @@ def host():
 @pytest.fixture
 def verify(host):
     def run(candidate: str, task: str = "task_scale_relu", trials: int = 2, **params) -> dict:
-        judge._started_ahead.append(CandidateInThisProcess(host))
+        candidate_process._started_ahead.append(CandidateInThisProcess(host))
         params = {
             "task": Task.from_file(VERIFY_FIXTURES / f"{task}.py").to_json(),
             "candidate": (VERIFY_FIXTURES / f"{candidate}.py").read_text(),
@@ -85,7 +91,7 @@ def test_a_correct_candidate_passes_every_check_with_an_honest_record(verify):
     result = verify("good", trials=3)
     assert result["verified"], result["detail"]
     assert [shape["label"] for shape in result["shapes"]] == (
-        ["primary"] * 3 + ["strided", "autograd on, keyword arguments", "odd"]
+        ["primary"] * 3 + ["autograd on, keyword arguments", "strided", "odd"]
     )
     assert result["passed"] == result["trials"] == 6
     assert result["tolerance"] == {"float32": {"atol": 1e-4, "rtol": 1e-4}}
@@ -152,7 +158,7 @@ ADVERSARIAL = FIXTURES / "adversarial"
     ],
 )
 def test_cheats_that_run_safely_in_this_process_are_rejected_for_what_they_do(host, candidate, task, reasons):
-    judge._started_ahead.append(CandidateInThisProcess(host))
+    candidate_process._started_ahead.append(CandidateInThisProcess(host))
     params = {
         "task": Task.from_file(ADVERSARIAL / f"{task}.py").to_json(),
         "candidate": (ADVERSARIAL / f"{candidate}.py").read_text(),

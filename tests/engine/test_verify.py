@@ -85,7 +85,9 @@ def test_a_correct_hand_written_candidate_passes_every_check():
     assert verdict.verified, verdict.explanation
     assert verdict.interpreter
     labels = [shape["label"] for shape in verdict.shapes]
-    assert labels == ["primary"] * 3 + ["strided", "autograd on, keyword arguments", "odd"]
+    # the primary trials' process first, then the second process's layout and size checks
+    assert labels == ["primary"] * 3 + ["autograd on, keyword arguments", "strided", "odd"]
+    assert "two processes" in verdict.checks["isolation"]
     assert all(shape["inputs"] for shape in verdict.shapes)  # the keyword call's tensors too
     assert verdict.passed == verdict.trials == 6
     assert verdict.checks["strided_inputs"].startswith("tried")
@@ -95,7 +97,7 @@ def test_a_correct_hand_written_candidate_passes_every_check():
     assert verdict.checks["triton_launches"] >= 4
     assert verdict.tolerance == {"float32": {"atol": 1e-4, "rtol": 1e-4}}
     phases = ["reference", "candidate load", "primary trials", "strided trial", "autograd trial", "odd sizes",
-              "other calls and instances", "full size", "no-op trial"]
+              "other calls and instances", "no-op trial", "full size"]
     assert list(verdict.seconds) == phases and all(seconds >= 0 for seconds in verdict.seconds.values())
     assert verdict.seconds["primary trials"] > 0
 
