@@ -1,6 +1,8 @@
 """What the judge makes of the candidate's answers and of its own inputs, piece by piece: an answer with any field of
 the wrong type is a protocol violation; the strided trial's layouts hold the same values in another layout for every
-input with more than one element; the arbiter never rescues an output when the float64 run itself is not finite.
+input with more than one element; the arbiter never rescues an output when the float64 run itself is not finite;
+draws made ahead in a thread are the draws the judge would have made, and a draw that fails there fails where it is
+taken; another process's tally adds up.
 """
 
 from __future__ import annotations
@@ -8,7 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from drtriton_lsp.engine.judge import Rejected, Tally, _checked_call_answer, _compare, _non_contiguous
+import threading
+
+from drtriton_lsp.engine.judge import DrawsAhead, Rejected, Tally, _checked_call_answer, _compare, _non_contiguous
 
 ANSWER = {
     "outputs": [{"kind": "tensor"}], "launches": 2, "kernels": {"k": 2}, "torch_ops": {},
@@ -75,3 +79,48 @@ def test_an_output_outside_tolerance_is_not_rescued_when_the_float64_run_is_not_
     with pytest.raises(Rejected) as raised:
         _compare([eager], [candidate], Tally(), "primary", lambda: [exact])
     assert "candidate max error inf" in raised.value.detail
+
+
+def seeded_draw(offset: int) -> list[torch.Tensor]:
+    torch.manual_seed(offset)
+    return [torch.randn(3, 4)]
+
+
+def test_a_draw_made_while_waiting_is_made_in_another_thread_and_equals_the_direct_draw():
+    threads: list[str] = []
+
+    def draw(offset: int) -> list[torch.Tensor]:
+        threads.append(threading.current_thread().name)
+        return seeded_draw(offset)
+
+    draws = DrawsAhead(draw, [1, 2])
+    with draws.while_waiting():
+        pass
+    assert threads == ["draw 1"]
+    assert torch.equal(draws.take(1)[0], seeded_draw(1)[0])
+    assert torch.equal(draws.take(2)[0], seeded_draw(2)[0]) and threads[-1] == threading.current_thread().name
+    assert torch.equal(draws.take(7)[0], seeded_draw(7)[0])  # an unplanned draw is made on the spot
+
+
+def test_a_draw_that_fails_in_the_thread_raises_where_it_is_taken():
+    calls: list[int] = []
+
+    def failing(offset: int) -> list[torch.Tensor]:
+        calls.append(offset)
+        raise ValueError("get_inputs() failed")
+
+    draws = DrawsAhead(failing, [5])
+    with draws.while_waiting():
+        pass
+    with pytest.raises(ValueError, match="get_inputs"):
+        draws.take(5)
+    assert calls == [5, 5]
+
+
+def test_another_processs_tally_adds_up():
+    first, second = Tally(trials=5, passed=5, max_abs_err=1e-6, launches=10, kernels={"k": 10}), Tally(
+        trials=3, passed=3, max_abs_err=2e-6, launches=6, kernels={"k": 4, "j": 2}, shapes=[{"label": "odd"}],
+    )
+    first.merge(second)
+    assert (first.trials, first.passed, first.max_abs_err, first.launches) == (8, 8, 2e-6, 16)
+    assert first.kernels == {"k": 14, "j": 2} and first.shapes == [{"label": "odd"}]
