@@ -105,12 +105,14 @@ def verify_candidate(
     tf32: bool = False,
     seed: int = 0,
     prepare_next: dict[str, str | None] | None = None,
+    prepare_next_for: str = "benchmark",
 ) -> Verdict:
     """Judge `candidate_source` against `task` on `device` ("cpu" runs Triton's interpreter).
 
     tf32: the candidate computes float32 matmuls in TF32 by request; float32 outputs then get TF32's tolerance.
     seed: the base of every random draw in the worker; verifying again with another base tries other inputs.
-    prepare_next: the worker environment of the benchmark that follows (see `Runner.call`), started meanwhile.
+    prepare_next: the worker environment of the job that follows (see `Runner.call`), started meanwhile;
+    prepare_next_for: that job's method (a benchmark unless said otherwise).
     A runner that could not run the judge (a lost ssh connection) raises DrtritonError: that is no verdict.
     """
     rejection = static_rejection(candidate_source, task.source)
@@ -137,7 +139,7 @@ def verify_candidate(
             on_progress=on_progress,
             cancel=cancel,
             prepare_next=prepare_next,
-            prepare_next_for="benchmark",
+            prepare_next_for=prepare_next_for,
         )
     except JobFailure as failure:
         if failure.reason == "cancelled":

@@ -153,7 +153,7 @@ def _evaluate_program(program, level, sampler: Sampler, options: EvalOptions, te
     record: dict[str, Any] = {"hash": program.hash, "level": level, "samples": options.samples}
     record.update(valid=0, correct=0)
     try:
-        capture = capture_program(program.source, runner, teach_options.capture_limits)
+        capture = capture_program(program.source, runner, teach_options.capture_limits, teach_options.device)
     except DrtritonError as error:
         record["error"] = f"capture failed: {error.message}"[:300]
         return record
@@ -173,7 +173,7 @@ def _evaluate_program(program, level, sampler: Sampler, options: EvalOptions, te
             continue
         record["valid"] += 1
         if module not in verdicts:
-            verdict = verify_module(capture, module, teach_options, runner, tf32=False)
+            verdict = verify_module(capture, module, teach_options, runner, tf32=False, then="verify")
             verdicts[module] = (verdict.verified, verdict.reason)
         verified, reason = verdicts[module]
         if verified:
@@ -186,7 +186,7 @@ def _evaluate_program(program, level, sampler: Sampler, options: EvalOptions, te
     if options.baseline:
         baseline = kernel_candidate(capture) if capture.program.kernels else None
         record["baseline_verified"] = (
-            verify_module(capture, baseline, teach_options, runner, tf32=capture.program.tf32).verified
+            verify_module(capture, baseline, teach_options, runner, tf32=capture.program.tf32, then="capture").verified
             if baseline else None
         )
     if options.device == "cuda":

@@ -148,10 +148,21 @@ def kernel_candidate(capture: Capture, program: CompiledProgram | None = None) -
     return build_candidate(capture.task.source, program or capture.program, KERNEL_DOCSTRING)
 
 
+# The worker environment of each job teach and eval run: a capture's is the runner's own (no changes).
+NEXT_JOB_ENVIRONMENTS: dict[str, Callable[[str], dict[str, str | None]]] = {
+    "capture": lambda device: {},
+    "verify": worker_environment,
+}
+
+
 def verify_module(
-    capture: Capture, module_source: str, options: TeachOptions, runner: LocalRunner, tf32: bool = False
+    capture: Capture, module_source: str, options: TeachOptions, runner: LocalRunner, tf32: bool = False,
+    then: str | None = None,
 ) -> Verdict:
-    """The product's verifier on a ModelNew module for the captured program."""
+    """The product's verifier on a ModelNew module for the captured program.
+
+    then: the job that follows ("capture" or "verify"), whose worker starts during this verification (a worker's
+    imports take seconds; started cold for every program, they were most of teach's time on the H200)."""
     return verify_candidate(
         capture.task,
         module_source,
@@ -161,7 +172,10 @@ def verify_module(
         input_shapes=user_input_shapes(capture.graph),
         limits=options.verify_limits,
         tf32=tf32,
+        prepare_next=NEXT_JOB_ENVIRONMENTS[then](options.device) if then else None,
+        prepare_next_for=then or "benchmark",
     )
+
 
 
 def verdict_record(verdict: Verdict | None, device: str) -> dict[str, Any] | None:
@@ -204,7 +218,8 @@ def teach_program(program: SyntheticProgram, options: TeachOptions, runner: Loca
     verdict = None
     candidate = kernel_candidate(capture) if kernels else None
     if kernels and options.verify:
-        verdict = verify_module(capture, candidate, options, runner, tf32=capture.program.tf32)
+        # the next program's capture worker starts meanwhile
+        verdict = verify_module(capture, candidate, options, runner, tf32=capture.program.tf32, then="capture")
     if not kernels:
         status = "no_candidate"
     elif verdict is None:

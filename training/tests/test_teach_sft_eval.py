@@ -1,5 +1,6 @@
 """teach, sft and eval: shards and splits, what reaches SFT data, refinement pairs from a search report, token
-boundaries of the formats, recipes, and (slow) the three commands end to end on the CPU.
+boundaries of the formats, recipes, the next job's worker started during a verification, and (slow) the three
+commands end to end on the CPU.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from drtriton_training.dataset import heldout_hashes, load_heldout
 from drtriton_training.evaluate import EvalOptions, evaluate, pass_at_k
 from drtriton_training.sft import train_tokenizer
 from drtriton_training.sft_configs import RECIPES, SftRecipe, recipe
+from drtriton_training import teach
 from drtriton_training.teach import Capture, Shard, load_examples, refinement_example, split_of, teacher_version
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -33,6 +35,17 @@ def level5_capture() -> Capture:
     source = load_heldout(5)[0].source
     program = compile_graph(graph, prefix="model", forward_params=["x", "y"], has_self=True)
     return Capture(Task(name="Model", kind="module", source=source), graph, program, ["x", "y"])
+
+
+@pytest.mark.parametrize(
+    ("then", "prepared", "method"),
+    [("capture", {}, "capture"), ("verify", {"TRITON_INTERPRET": "1"}, "verify"), (None, None, "benchmark")],
+)
+def test_a_verification_starts_the_worker_of_the_job_that_follows(monkeypatch, then, prepared, method):
+    asked: dict = {}
+    monkeypatch.setattr(teach, "verify_candidate", lambda *args, **options: asked.update(options))
+    teach.verify_module(level5_capture(), "source", teach.TeachOptions(device="cpu"), runner=None, then=then)
+    assert (asked["prepare_next"], asked["prepare_next_for"]) == (prepared, method)
 
 
 def test_shards_split_the_programs_with_no_overlap_and_nothing_left_out():
