@@ -52,6 +52,8 @@ FULL_SIZE_BUDGET_S = 30.0
 # Where a verification's time goes (`seconds` in its result), in the order of the checks.
 PHASES = ("reference", "candidate load", "primary trials", "strided trial", "autograd trial", "odd sizes",
           "other calls and instances", "no-op trial", "full size")
+# Trial labels (by their start) in the order of the checks, for the report's list of trials.
+TRIAL_ORDER = ("primary", "strided", "autograd", "odd", "call", "instance", "full size")
 # The seed offset of the draw that the checks after the primary trials share.
 EXTRA_DRAW = 1500
 
@@ -277,6 +279,8 @@ class Judge:
         for number in range(processes_for_device(self.device.type)):
             tally = self.tally if number == 0 else Tally(tf32=self.tally.tf32, interpreter=self.tally.interpreter)
             self.lanes.append(Lane(take_candidate_process(), tally, first_call=1000 * number))
+            if number > 0:
+                self.lanes[-1].host.yield_to_others()
         for lane in self.lanes:
             (lane.exchange / "candidate.py").write_text(self.params["candidate"])
         if len(self.lanes) > 1:
@@ -295,6 +299,8 @@ class Judge:
                 lane.host.close()
         for lane in self.lanes[1:]:
             self.tally.merge(lane.tally)
+        # in the checks' order, whichever process ran them (stable: trials of one kind keep their order)
+        self.tally.shapes.sort(key=lambda shape: _check_rank(shape["label"]))
         self.checks["triton_launches"] = self.tally.launches
         self.checks["kernels_launched"] = self.tally.kernels
         if self.tally.arbitrated:
@@ -769,6 +775,10 @@ class Judge:
         if symbolic is None:
             symbolic = _discover_symbolic_shapes(self.reference, _to_device(Call(example), self.device)[0], self.directory)
         return plan_input_shapes(example, symbolic, reduced=reduced)
+
+
+def _check_rank(label: str) -> int:
+    return next((rank for rank, start in enumerate(TRIAL_ORDER) if label.startswith(start)), len(TRIAL_ORDER))
 
 
 def _receptacles(outputs: list) -> list[torch.Tensor | None]:
