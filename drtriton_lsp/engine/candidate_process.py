@@ -27,9 +27,6 @@ MESSAGE_LIMIT_BYTES = 1 << 20
 # On the CPU, where each call is Triton's interpreter on one core, a verification runs the checks after the primary
 # trials at the same time in a second candidate process (engine.judge.Judge).
 SIDE_PROCESS_ON_CPU = True
-# The niceness of that second process: on a machine with fewer free cores than processes, the primary trials
-# (the verification's longer half) get the cores first and the other checks fill the gaps.
-LOWER_PRIORITY = 10
 
 
 class Rejected(Exception):
@@ -126,13 +123,6 @@ class CandidateProcess:
 
     def _exit_description(self) -> str:
         return describe_exit(self.process.poll(), "the candidate's process")
-
-    def yield_to_others(self) -> None:
-        """Run at a lower scheduling priority (the second process on the CPU: the primary trials go first)."""
-        try:
-            psutil.Process(self.process.pid).nice(LOWER_PRIORITY)
-        except (psutil.Error, OSError):
-            pass  # the process ended, or the system refuses: it runs at the usual priority
 
     def kill(self) -> None:
         """End the process and anything it started."""

@@ -279,8 +279,6 @@ class Judge:
         for number in range(processes_for_device(self.device.type)):
             tally = self.tally if number == 0 else Tally(tf32=self.tally.tf32, interpreter=self.tally.interpreter)
             self.lanes.append(Lane(take_candidate_process(), tally, first_call=1000 * number))
-            if number > 0:
-                self.lanes[-1].host.yield_to_others()
         for lane in self.lanes:
             (lane.exchange / "candidate.py").write_text(self.params["candidate"])
         if len(self.lanes) > 1:
