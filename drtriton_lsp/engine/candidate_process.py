@@ -24,8 +24,8 @@ from drtriton_lsp.runners.local import describe_exit
 COMPILE_LIMIT_S = 600.0  # one kernel's compilation
 HOST_START_LIMIT_S = 180.0  # the candidate's process importing torch and Triton (not the candidate's doing)
 MESSAGE_LIMIT_BYTES = 1 << 20
-# On the CPU, where each call is Triton's interpreter on one core, a verification runs the checks after the primary
-# trials at the same time in a second candidate process (engine.judge.Judge).
+# On the CPU, where each call is Triton's interpreter on one core, a verification runs its odd-size, no-op and
+# full-size checks at the same time as the primary trials, in a second candidate process (engine.judge.Judge).
 SIDE_PROCESS_ON_CPU = True
 
 

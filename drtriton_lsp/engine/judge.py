@@ -186,7 +186,8 @@ class Lane:
 
 
 class SideChecks:
-    """The layout and size checks, run in a second candidate process at the same time as the primary trials (Judge)."""
+    """The size checks and the no-op test, run in a second candidate process at the same time as the primary trials
+    (Judge)."""
 
     def __init__(self, judge: Judge, lane: Lane):
         self.judge = judge
@@ -211,7 +212,7 @@ class SideChecks:
             self.judge._load(self.lane)
             self._go.wait()
             if not self._abandoned:
-                self.judge._layout_and_size_checks(self.lane, self._extra, self._example)
+                self.judge._size_checks(self.lane, self._extra, self._example)
         except BaseException as failure:  # noqa: BLE001 - handed to the judge's thread by finish()
             self._failure = failure
 
@@ -233,10 +234,11 @@ class SideChecks:
 class Judge:
     """One verification: the task's reference here, the candidate in CandidateProcesses.
 
-    The primary trials run in one candidate process; on the CPU, where each call is seconds of Triton's interpreter
-    on one core, the other checks (strided, autograd, odd sizes, other calls and instances, no-op) run at the same
-    time in a second process of the same candidate, each process clean and unaware of the other. A rejection from
-    the primary trials is reported before one from the other checks.
+    The primary trials run in one candidate process, followed there by every other checked call at the primary sizes
+    (autograd, other calls and instances, strided inputs), so a result that goes stale after some number of calls
+    meets as many checks as in a single process. On the CPU, where each call is a core's worth of Triton's
+    interpreter, the odd-size, no-op and full-size checks run at the same time in a second process of the same
+    candidate, each process clean and unaware of the other. A rejection from the first process is reported first.
     """
 
     def __init__(self, params: dict[str, Any], progress: Callable[[str], None]):
@@ -283,8 +285,8 @@ class Judge:
             (lane.exchange / "candidate.py").write_text(self.params["candidate"])
         if len(self.lanes) > 1:
             self.checks["isolation"] = (
-                "the candidate ran in two processes of its own (the primary trials in one; the layout, size and "
-                "no-op checks at the same time in the other); the judge drew inputs and compared outputs"
+                "the candidate ran in two processes of its own (every call at the primary sizes in one; the odd-size, "
+                "no-op and full-size checks at the same time in the other); the judge drew inputs and compared outputs"
             )
         result: dict[str, Any] = {"interpreter": self.tally.interpreter, "checks": self.checks}
         try:
@@ -347,7 +349,7 @@ class Judge:
                 self._primary_trials(main, first)
             self._checks_after_primary(main, extra)
             if side is None:
-                self._layout_and_size_checks(main, extra, example)
+                self._size_checks(main, extra, example)
         except BaseException:
             if side is not None:
                 side.abandon()
@@ -377,10 +379,8 @@ class Judge:
         self.checks["tensor_exchange"] = "shared GPU memory (CUDA IPC)" if self.ipc else "files"
 
     def _checks_after_primary(self, lane: Lane, extra: list[Any]) -> None:
-        """The checks made in the primary trials' process after them, on the values of one draw (each check shifts
-        them by another amount, so no two calls see the same values). With the primary trials, this process sees at
-        least as many calls at the primary sizes as a single-process verification did (a candidate that goes stale
-        after a number of calls meets them here)."""
+        """The checked calls at the primary sizes after the primary trials, in their process, on the values of one
+        draw (each check shifts them by another amount, so no two calls see the same values)."""
         # autograd on, as in a user's default mode, and the arguments passed by keyword where the forward allows it:
         # the same results are due (from the kernels, or from the written dispatch's fallback to PyTorch where
         # gradients are needed)
@@ -394,12 +394,12 @@ class Judge:
         self.checks["autograd_on"] = "tried once" + (", with keyword arguments" if keywords else "")
         with self._timed("other calls and instances"):
             self._variants(lane, _shifted(extra, 4))
-
-    def _layout_and_size_checks(self, lane: Lane, extra: list[Any], example: list[Any]) -> None:
-        """Non-contiguous inputs, odd sizes, the no-op test and (CPU) the task's own sizes: on the CPU, in the second
-        process (the no-op call checks nothing a stale result could fail, so it adds nothing to the first process)."""
         with self._timed("strided trial"):
             self._strided_trial(lane, _shifted(extra, 1))
+
+    def _size_checks(self, lane: Lane, extra: list[Any], example: list[Any]) -> None:
+        """Odd sizes, the no-op test and (CPU) the task's own sizes: on the CPU, in the second process (none is a
+        checked call at the primary sizes: the no-op call checks nothing a stale result could fail)."""
         with self._timed("odd sizes"):
             self._odd_trials(lane, _shifted(extra, 3))
         with self._timed("no-op trial"):

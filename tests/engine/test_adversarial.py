@@ -113,6 +113,7 @@ CHEATS = [
     # stale after three calls: with the default 5 trials, the process of the primary trials makes 6 or more checked
     # calls at the primary sizes (the other checks run in a second process on the CPU)
     cheat("state_counter_returns_cached", "state_across_calls", STALE, trials=5),
+    cheat("state_counter_stale_after_six", "state_across_calls", STALE, trials=5),
     cheat("state_cache_ignores_gate", "state_across_calls", STALE, task="task_gated_bias"),
     # only correct at the sizes and layouts a verifier happens to try
     # on a GPU every trial runs at the task's own sizes: there the first trial is simply wrong
@@ -181,6 +182,7 @@ PLAIN_USE_SCENARIOS = {
     "state_cache_data_ptr": ("task_affine_relu", "same_buffer_new_contents"),
     "state_cache_fingerprint": ("task_affine_relu", "same_buffer_new_contents"),
     "state_counter_returns_cached": ("task_affine_relu", "many_calls"),
+    "state_counter_stale_after_six": ("task_affine_relu", "many_calls"),
     "state_cache_ignores_gate": ("task_gated_bias", "same_x_new_gate"),
 }
 # Ten times float32's tolerance: an error above it is a wrong result, not rounding.

@@ -177,7 +177,6 @@ def verify_module(
     )
 
 
-
 def verdict_record(verdict: Verdict | None, device: str) -> dict[str, Any] | None:
     if verdict is None:
         return None
