@@ -133,6 +133,18 @@ def announced_pids(client: LanguageClient) -> list[int]:
 
 
 def worker_processes(client: LanguageClient) -> list[psutil.Process]:
-    """The drtriton worker processes the server started (the code under test runs in them)."""
+    """The drtriton worker processes the server started (the code under test runs in them). A worker's own child
+    between fork and exec (a candidate process starting) still shows the worker's command line: it is not counted."""
     server = psutil.Process(client._server.pid)
-    return [p for p in server.children(recursive=True) if "drtriton_lsp.runners.worker" in " ".join(p.cmdline())]
+    workers = []
+    for process in server.children(recursive=True):
+        try:
+            if _is_worker(process) and not _is_worker(process.parent()):
+                workers.append(process)
+        except psutil.NoSuchProcess:
+            continue
+    return workers
+
+
+def _is_worker(process: psutil.Process | None) -> bool:
+    return process is not None and "drtriton_lsp.runners.worker" in " ".join(process.cmdline())

@@ -24,7 +24,14 @@ from lsp_helpers import (
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
 def live_worker_pids(client) -> list[int]:
-    return sorted(process.pid for process in worker_processes(client) if process.status() != psutil.STATUS_ZOMBIE)
+    live = []
+    for process in worker_processes(client):
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE:
+                live.append(process.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return sorted(live)
 
 
 async def test_a_shown_target_gets_two_workers_ahead_which_the_next_job_takes(client, example_file):
