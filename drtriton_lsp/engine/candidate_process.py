@@ -55,6 +55,7 @@ class CandidateProcess:
         self.messages: queue.Queue = queue.Queue()
         self.ready = False
         self.next_id = 0
+        self.sent_at = 0.0
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -70,6 +71,11 @@ class CandidateProcess:
 
     def request(self, op: str, params: dict[str, Any], limit_s: float, doing: str) -> dict[str, Any]:
         """Send one request and return its result; a candidate error raises Rejected with the candidate's kind."""
+        self.send(op, params)
+        return self.answer(limit_s, doing)
+
+    def send(self, op: str, params: dict[str, Any]) -> None:
+        """Send one request without waiting: `answer` waits for its result (the judge works meanwhile)."""
         if not self.ready:
             self.wait_ready()
         self.next_id += 1
@@ -78,7 +84,11 @@ class CandidateProcess:
             self.process.stdin.flush()
         except OSError:
             raise Rejected("crashed", self._exit_description()) from None
-        deadline = time.monotonic() + limit_s
+        self.sent_at = time.monotonic()
+
+    def answer(self, limit_s: float, doing: str) -> dict[str, Any]:
+        """The result of the request last sent, within `limit_s` of its sending (compile time not counted)."""
+        deadline = self.sent_at + limit_s
         while True:
             message = self._next(deadline, doing, limit_s)
             event = message.get("event")

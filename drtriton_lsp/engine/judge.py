@@ -135,21 +135,23 @@ class DrawsAhead:
         return self._draw(offset)
 
     @contextlib.contextmanager
-    def while_waiting(self):
-        """Make the next planned draw in a thread while the block runs (the block must not use torch's RNG)."""
-        if not self._planned:
+    def while_waiting(self, count: int = 1):
+        """Make the next `count` planned draws in a thread while the block runs (the block must not use torch's RNG
+        outside the judge's rng_lock)."""
+        offsets, self._planned = self._planned[:count], self._planned[count:]
+        if not offsets:
             yield
             return
-        offset = self._planned.pop(0)
         made: dict[int, list[Any]] = {}
 
         def draw() -> None:
-            try:
-                made[offset] = self._draw(offset)
-            except Exception:  # noqa: BLE001 - `take` draws again and raises in the judge's thread
-                pass
+            for offset in offsets:
+                try:
+                    made[offset] = self._draw(offset)
+                except Exception:  # noqa: BLE001 - `take` draws again and raises in the judge's thread
+                    pass
 
-        thread = threading.Thread(target=draw, name=f"draw {offset}", daemon=True)
+        thread = threading.Thread(target=draw, name=f"draws {offsets}", daemon=True)
         thread.start()
         try:
             yield
@@ -269,7 +271,7 @@ class Judge:
         self.rng_lock = threading.Lock()
         # the primary trials' draws and the remaining checks' draw, each made while the candidate's process loads or
         # computes
-        self.draws = DrawsAhead(self._draw_now, [1000 + trial for trial in range(self.trials)] + [EXTRA_DRAW])
+        self.draws = DrawsAhead(self._draw_now, [1000, EXTRA_DRAW] + [1000 + trial for trial in range(1, self.trials)])
         self._float64_models: dict[torch.nn.Module, torch.nn.Module | None] = {}
 
     def progress(self, message: str) -> None:
@@ -333,7 +335,7 @@ class Judge:
         if side is not None:
             side.start()  # its process loads the candidate while the main one does
         try:
-            with self._timed("candidate load"), self.draws.while_waiting():
+            with self._timed("candidate load"), self.draws.while_waiting(count=2):
                 self._load(main)
             with self._timed("primary trials"):
                 example = self.draws.take(1000)
@@ -390,7 +392,7 @@ class Judge:
             label = "autograd on, keyword arguments" if keywords else "autograd on"
             self.progress(f"trial with {label}")
             self._trial(lane, keywords or Call(inputs), label, autograd=True, must_launch=False,
-                        mismatch="wrong_for_other_call")
+                        mismatch="wrong_for_other_call", overlap_reference=True)
         self.checks["autograd_on"] = "tried once" + (", with keyword arguments" if keywords else "")
         with self._timed("other calls and instances"):
             self._variants(lane, _shifted(extra, 4))
@@ -431,13 +433,13 @@ class Judge:
                 # result cached by address or by a few values goes stale; and the first call's output must still
                 # hold its values (no buffer shared across calls)
                 self._trial(lane, Call(_interior_changed(first, inputs)), "primary", reuse_buffers=True,
-                            recheck=lane.previous_expected)
+                            recheck=lane.previous_expected, overlap_reference=True)
                 self.checks["state_across_calls"] = (
                     "checked: inputs refilled in place with new interior values, the earlier output read again, "
                     "every call's values distinct"
                 )
             else:
-                self._trial(lane, Call(inputs), "primary")
+                self._trial(lane, Call(inputs), "primary", overlap_reference=True)
 
     def _primary_inputs(self, drawn: list[Any]) -> list[Any]:
         """The first draw at the planned sizes; at the drawn sizes (and the plan changed) where the reference
@@ -590,26 +592,41 @@ class Judge:
         reference: torch.nn.Module | None = None,
         tally: Tally | None = None,
         limit_s: float | None = None,
+        overlap_reference: bool = False,
     ) -> list:
-        """Run the reference and the candidate on `call`; raise Rejected unless they agree. Returns the expected outputs."""
+        """Run the reference and the candidate on `call`; raise Rejected unless they agree. Returns the expected outputs.
+
+        overlap_reference: the reference runs while the candidate's process computes, for calls at sizes the
+        reference has already run at; the reference failing there is the task's own failure (reference_failed)."""
         reference = reference or self.reference
         counting = tally is None
         tally = tally or lane.tally
         recorder = OpRecorder() if audit else None
-        expected, reference_s, aliases = self._reference_outputs(call, reference, recorder)
         lane.calls += 1
         request = {
             "instance": instance, "audit": audit, "keep": keep, "reuse_buffers": reuse_buffers,
             "recheck": recheck is not None, "skip_launches": skip_launches, "autograd": autograd,
             "poison_seed": self.seed * 7919 + lane.first_call + lane.calls,
         }
-        # held here until the answer arrives: on a GPU the candidate's process reads and writes this memory
-        shared = self._send_tensors(lane, call, expected, recheck, request)
+        doing = f"{label} trial"
+        if overlap_reference and not self.ipc:
+            # files carry the tensors: the candidate's process computes while the reference runs here
+            shared = self._send_tensors(lane, call, [], recheck, request)
+            lane.host.send("call", request)
+            try:
+                expected, reference_s, aliases = self._reference_outputs(call, reference, recorder)
+            except ReferenceFailed as failure:  # the call in flight is never read: the verification ends here
+                raise Rejected("reference_failed", f"{label}: {failure}") from failure
+        else:
+            expected, reference_s, aliases = self._reference_outputs(call, reference, recorder)
+            # held here until the answer arrives: on a GPU the candidate's process reads and writes this memory
+            shared = self._send_tensors(lane, call, expected, recheck, request)
+            lane.host.send("call", request)
         limit = limit_s or max(self.floor_s, REFERENCE_TIME_FACTOR * reference_s)
         # the main lane's next draw is made meanwhile (the other lane's calls never draw)
         ahead = self.draws.while_waiting() if lane is self.lanes[0] else contextlib.nullcontext()
         with ahead:
-            answer = _checked_call_answer(lane.host.request("call", request, limit, f"{label} trial"))
+            answer = _checked_call_answer(lane.host.answer(limit, doing))
         if counting:
             tally.launches += answer["launches"]
             for name, count in answer["kernels"].items():

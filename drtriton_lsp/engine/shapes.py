@@ -108,7 +108,8 @@ def _apply(values: dict[str, int], symbolic_inputs: list, concrete: list) -> lis
 
 
 def resize_inputs(inputs: list[Any], shapes: list[list[int] | None]) -> list[Any]:
-    """Slice or tile each tensor input to its planned shape."""
+    """Slice or tile each tensor input to its planned shape, as a compact tensor of its own (a slice's view would keep,
+    and a saved copy would write, the whole drawn tensor)."""
     resized = []
     for value, shape in zip(inputs, shapes):
         if not isinstance(value, torch.Tensor) or shape is None or list(value.shape) == shape:
@@ -117,5 +118,5 @@ def resize_inputs(inputs: list[Any], shapes: list[list[int] | None]) -> list[Any
         repeats = [-(-want // have) if have else 1 for want, have in zip(shape, value.shape)]
         tiled = value.repeat(*repeats) if any(r > 1 for r in repeats) else value
         index = tuple(slice(0, want) for want in shape)
-        resized.append(tiled[index].contiguous())
+        resized.append(tiled[index].clone(memory_format=torch.contiguous_format))
     return resized

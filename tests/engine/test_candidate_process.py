@@ -117,3 +117,20 @@ def test_a_process_that_talks_before_it_is_ready_is_refused():
         candidate.wait_ready()
     assert raised.value.reason == "protocol_violation" and "before it was ready" in raised.value.detail
     candidate.kill()
+
+
+def test_the_limit_counts_from_the_sending_so_the_judges_work_meanwhile_is_part_of_it():
+    answers_in_a_second = "time.sleep(1.0); say(json.dumps({'id': request['id'], 'result': {'launches': 1}}))"
+    candidate = scripted(answers_in_a_second)
+    candidate.send("call", {})
+    time.sleep(1.5)  # the judge runs the reference meanwhile
+    assert candidate.answer(1.0, "primary trial") == {"launches": 1}  # it answered within 1 s of the sending
+    candidate.kill()
+
+    hangs = scripted("time.sleep(60)")
+    hangs.send("call", {})
+    time.sleep(1.0)
+    started = time.monotonic()
+    with pytest.raises(Rejected, match="no answer in 2 s"):
+        hangs.answer(2.0, "primary trial")
+    assert time.monotonic() - started < 1.8  # two seconds after the sending, not after the judge asked

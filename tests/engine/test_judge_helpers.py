@@ -93,12 +93,16 @@ def test_a_draw_made_while_waiting_is_made_in_another_thread_and_equals_the_dire
         threads.append(threading.current_thread().name)
         return seeded_draw(offset)
 
-    draws = DrawsAhead(draw, [1, 2])
+    draws = DrawsAhead(draw, [1, 2, 3, 4])
     with draws.while_waiting():
         pass
-    assert threads == ["draw 1"]
-    assert torch.equal(draws.take(1)[0], seeded_draw(1)[0])
-    assert torch.equal(draws.take(2)[0], seeded_draw(2)[0]) and threads[-1] == threading.current_thread().name
+    assert threads == ["draws [1]"]
+    with draws.while_waiting(count=2):  # two draws in one wait, in the planned order
+        pass
+    assert threads == ["draws [1]", "draws [2, 3]", "draws [2, 3]"]
+    for offset in (1, 2, 3):
+        assert torch.equal(draws.take(offset)[0], seeded_draw(offset)[0])
+    assert torch.equal(draws.take(4)[0], seeded_draw(4)[0]) and threads[-1] == threading.current_thread().name
     assert torch.equal(draws.take(7)[0], seeded_draw(7)[0])  # an unplanned draw is made on the spot
 
 

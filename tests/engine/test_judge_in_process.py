@@ -49,6 +49,13 @@ class CandidateInThisProcess:
         except CandidateFailed as failure:
             raise judge.Rejected(failure.kind, f"{doing}: {failure}") from None
 
+    def send(self, op: str, params: dict) -> None:
+        self.sent = (op, params)
+
+    def answer(self, limit_s: float, doing: str) -> dict:
+        op, params = self.sent
+        return self.request(op, params, limit_s, doing)
+
     def close(self) -> None:
         shutil.rmtree(self.exchange, ignore_errors=True)
 
@@ -235,3 +242,20 @@ def test_the_candidates_process_answers_each_request_by_id_with_a_result_or_the_
     assert messages[4]["error"]["kind"] == "runtime_error" and "KeyError" in messages[4]["error"]["message"]
     # the traceback's end, where it failed
     assert messages[4]["error"]["traceback"].rstrip().endswith("KeyError: 'other'")
+
+
+def test_the_task_failing_at_a_later_trial_ends_the_verification_as_the_tasks_failure(verify, monkeypatch):
+    # the reference runs while the candidate computes from the second trial on: its failure there is the task's
+    reference_calls = []
+    reference_outputs = judge.Judge._reference_outputs
+
+    def failing_on_the_third_call(self, call, *args, **kwargs):
+        reference_calls.append(call)
+        if len(reference_calls) == 3:
+            raise judge.ReferenceFailed("ValueError: the task's forward raised")
+        return reference_outputs(self, call, *args, **kwargs)
+
+    monkeypatch.setattr(judge.Judge, "_reference_outputs", failing_on_the_third_call)
+    result = verify("good", trials=3)
+    assert (result["verified"], result["reason"]) == (False, "reference_failed")
+    assert result["detail"] == "primary: ValueError: the task's forward raised"

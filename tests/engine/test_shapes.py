@@ -48,6 +48,9 @@ def test_resizing_slices_or_tiles_the_drawn_values():
     assert torch.equal(smaller, x[:2])
     assert larger.shape == (5, 4) and torch.equal(larger[3:], x[:2])
     assert resize_inputs([7, x], [None, None])[0] == 7
+    # compact copies: a view of the draw would keep it alive, and saving one (for the candidate) writes all of it
+    assert smaller.untyped_storage().nbytes() == smaller.numel() * smaller.element_size()
+    assert smaller.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
 
 
 def test_an_odd_example_size_moves_to_another_odd_size():
