@@ -68,20 +68,23 @@ def export_program(model: torch.nn.Module, args: tuple, task_file: Path | None) 
     return export.program, not export.static_because
 
 
-def export_with_fallback(model: torch.nn.Module, args: tuple, task_file: Path | None) -> Export:
+def export_with_fallback(model: torch.nn.Module, args: tuple, task_file: Path | None, free_sizes: bool = True) -> Export:
     """Export with every input dimension free to vary (`Dim.AUTO`); if that fails, again at the example sizes.
+    free_sizes=False: at the example sizes only (a fraction of the time).
 
     Raises CaptureError naming the task line that export could not trace at all.
     """
-    dynamic_shapes = tuple(
-        {axis: Dim.AUTO for axis in range(arg.dim())} if isinstance(arg, torch.Tensor) else None
-        for arg in args
-    )
-    try:
-        program = torch.export.export(model, _fresh(args), dynamic_shapes=dynamic_shapes, strict=False)
-        return Export(program)
-    except Exception as error:  # noqa: BLE001 - any failure here is retried without free dims below
-        static_because = f"{type(error).__name__}: {_first_line(error)}"[:300]
+    static_because = ""
+    if free_sizes:
+        dynamic_shapes = tuple(
+            {axis: Dim.AUTO for axis in range(arg.dim())} if isinstance(arg, torch.Tensor) else None
+            for arg in args
+        )
+        try:
+            program = torch.export.export(model, _fresh(args), dynamic_shapes=dynamic_shapes, strict=False)
+            return Export(program)
+        except Exception as error:  # noqa: BLE001 - any failure here is retried without free dims below
+            static_because = f"{type(error).__name__}: {_first_line(error)}"[:300]
     try:
         return Export(torch.export.export(model, _fresh(args), strict=False), static_because)
     except Exception as error:  # noqa: BLE001 - every export failure becomes a CaptureError
@@ -144,15 +147,15 @@ class Capture:
     static_note: str = ""
 
 
-def capture_graph(model: torch.nn.Module, args: tuple, task_file: Path | None = None) -> OpGraph:
+def capture_graph(model: torch.nn.Module, args: tuple, task_file: Path | None = None, free_sizes: bool = True) -> OpGraph:
     """Export `model` on `args` and flatten the result into an OpGraph."""
-    return capture(model, args, task_file).graph
+    return capture(model, args, task_file, free_sizes).graph
 
 
-def capture(model: torch.nn.Module, args: tuple, task_file: Path | None = None) -> Capture:
+def capture(model: torch.nn.Module, args: tuple, task_file: Path | None = None, free_sizes: bool = True) -> Capture:
     """Export `model` on `args` (see `export_with_fallback`), write in-place ops on fresh values as functional ops
     (engine/in_place.py), fold decomposed norms back (engine/decomposed_norms.py), and flatten it into an OpGraph."""
-    export = export_with_fallback(model, args, task_file)
+    export = export_with_fallback(model, args, task_file, free_sizes)
     exported = export.program
     functionalize_in_place_ops(exported.graph_module)
     if writes_in_place(exported.graph):

@@ -51,7 +51,8 @@ def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict
     )
     if is_method and not mode_dependent:
         progress("running torch.export again in training mode")
-        mode_dependent = _differs_in_training_mode(model, inputs, graph, task_file(directory))
+        static_graph = graph if captured.static_note else None
+        mode_dependent = _differs_in_training_mode(model, inputs, static_graph, task_file(directory))
     guards = record_guards(model, module, inputs, graph, mode_dependent, is_method)
     for node in graph.nodes:
         if node.source_line is not None and task.line_map:
@@ -64,15 +65,18 @@ def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict
     }
 
 
-def _differs_in_training_mode(model: torch.nn.Module, inputs: list[Any], graph, source: Path) -> bool:
+def _differs_in_training_mode(model: torch.nn.Module, inputs: list[Any], static_graph, source: Path) -> bool:
     """Whether the model captured in training mode gives another graph (or none): then the kernels,
-    captured in eval mode, are right only in eval mode."""
-    model.train()
+    captured in eval mode, are right only in eval mode. Both modes are captured at the example sizes (a capture
+    with free sizes takes several times longer, and the mode shows at any size); static_graph: the eval-mode
+    capture when it already is at the example sizes."""
     try:
         with torch.no_grad():
-            trained = capture_graph(model, tuple(inputs), source)
+            evaluated = static_graph or capture_graph(model, tuple(inputs), source, free_sizes=False)
+            model.train()
+            trained = capture_graph(model, tuple(inputs), source, free_sizes=False)
     except CaptureError:
         return True
     finally:
         model.eval()
-    return trained.to_json() != graph.to_json()
+    return trained.to_json() != evaluated.to_json()
