@@ -14,6 +14,7 @@ Two measures per callable, both with CUDA events, the L2 flushed before every ca
 from __future__ import annotations
 
 import statistics
+import types
 import time
 from typing import Any, Callable
 
@@ -43,13 +44,7 @@ def run_benchmark(params: dict[str, Any], progress: Callable[[str], None]) -> di
     task_module = load_task(task, directory)
     candidate_module = load_module_from_source(params["candidate"], CANDIDATE_MODULE_NAME, directory)
     eager = build_model(task, task_module, directory, seed=0).to(device)
-    init_inputs = task_module.get_init_inputs() if hasattr(task_module, "get_init_inputs") else []
-    torch.manual_seed(0)
-    candidate = candidate_module.ModelNew(*init_inputs).eval().to(device)
-    try:
-        candidate.load_state_dict(eager.state_dict(), strict=True)
-    except RuntimeError:
-        pass  # parameters laid out differently; timing does not depend on their values
+    candidate = candidate_model(candidate_module, task_module, eager, device)
     inputs = [v.to(device) if isinstance(v, torch.Tensor) else v for v in draw_inputs(task, task_module, directory, 7)]
     flush_buffer = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
 
@@ -147,9 +142,24 @@ def run_candidate_timing(params: dict[str, Any], progress: Callable[[str], None]
         for index, source in enumerate(params["candidates"]):
             progress(f"timing candidate {index + 1}/{len(params['candidates'])}")
             module = load_module_from_source(source, f"{CANDIDATE_MODULE_NAME}_{index}", directory)
-            candidate = module.ModelNew().eval().to(device)
+            candidate = candidate_model(module, task_module, eager, device)
             candidate_ms.append(time_calls(lambda model=candidate: model(*inputs), flush_buffer)["median_ms"])
     return {"reference_ms": reference_ms, "candidate_ms": candidate_ms}
+
+
+def candidate_model(
+    candidate_module: types.ModuleType, task_module: types.ModuleType, eager: torch.nn.Module, device: torch.device
+) -> torch.nn.Module:
+    """`ModelNew` built as the task builds `Model` (its `get_init_inputs()`, seed 0), with eager's weights where
+    their layout matches (timing does not depend on their values, but a candidate may take another path without)."""
+    init_inputs = task_module.get_init_inputs() if hasattr(task_module, "get_init_inputs") else []
+    torch.manual_seed(0)
+    candidate = candidate_module.ModelNew(*init_inputs).eval().to(device)
+    try:
+        candidate.load_state_dict(eager.state_dict(), strict=True)
+    except RuntimeError:
+        pass  # parameters laid out differently
+    return candidate
 
 
 def time_calls(function: Callable[[], Any], flush_buffer: torch.Tensor) -> dict[str, Any]:
