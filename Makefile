@@ -47,4 +47,4 @@ $(MUTATION_STAMP): constraints/mutation.txt
 	touch $(MUTATION_STAMP)
 
 mutation: $(STAMP) $(MUTATION_STAMP)
-	nice -n 10 $(BIN)/python benchmarks/mutation.py run $(MODULE) --cosmic-ray $(MUTATION_VENV)/bin/cosmic-ray $(MUTATION_ARGS)
+	nice -n 10 $(BIN)/python benchmarks/mutation.py run $(MODULE) --cosmic-ray $(abspath $(MUTATION_VENV))/bin/cosmic-ray $(MUTATION_ARGS)

@@ -111,3 +111,28 @@ def test_cli_writes_programs_and_an_index(tmp_path, capsys):
 def test_cli_rejects_bad_levels(tmp_path):
     with pytest.raises(SystemExit):
         main(["synth", "--levels", "one", "--count", "1", "--out", str(tmp_path)])
+
+
+def test_each_retry_draws_more_fresh_inputs_and_only_the_last_draws_all_fresh(monkeypatch):
+    # an op whose inputs make the constraints infeasible keeps its place: it is placed again with a larger share of
+    # fresh inputs each time, gradually (the first retries may still reuse tensors), and the last draws only fresh ones
+    from drtriton_training import csp_dag
+    from drtriton_training.shapes import ShapeModel
+
+    shares: list[float] = []
+    extend, solve = ProgramSynthesizer._extend, ShapeModel.solve
+
+    def recording(self, dag, ranks, name, rng, fresh):
+        shares.append(fresh)
+        return extend(self, dag, ranks, name, rng, fresh)
+
+    def infeasible_until_the_last_attempt(self, seed):
+        return solve(self, seed) if len(shares) == csp_dag.MAX_ATTEMPTS else None
+
+    monkeypatch.setattr(ProgramSynthesizer, "_extend", recording)
+    monkeypatch.setattr(ShapeModel, "solve", infeasible_until_the_last_attempt)
+    ProgramSynthesizer().synthesize(1, seed=3)
+    assert len(shares) == csp_dag.MAX_ATTEMPTS and shares[-1] == 1.0
+    capped = [min(share, 1.0) for share in shares]
+    assert all(earlier <= later for earlier, later in zip(capped, capped[1:]))
+    assert shares[0] < 0.5 and all(earlier < later < 1.0 for earlier, later in zip(shares[:4], shares[1:5]))
