@@ -67,8 +67,8 @@ class Host:
         return {**self.instance({**request, "name": "primary"}), "ipc_probe_sum": _probe_sum(request.get("ipc_probe"))}
 
     def instance(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Build ModelNew(*init) under the judge's seed as instance `name`; with `state`, load its weights too."""
         init = torch.load(self._file(request["init"]), weights_only=False)
-        state = torch.load(self._file(request["state"]), weights_only=False)
         torch.manual_seed(int(request["init_seed"]))
         try:
             model = self.module.ModelNew(*init).eval().to(self.device)
@@ -76,13 +76,17 @@ class Host:
             raise CandidateFailed("runtime_error", f"ModelNew(*init) raised {_describe(error)}") from error
         finally:
             torch.seed()  # from here on the candidate's RNG state is as unpredictable as in anyone's process
-        try:
-            model.load_state_dict(state, strict=True)
-            weights = "copied from the reference"
-        except RuntimeError:
-            weights = "seeded initialisation (ModelNew's parameters differ from Model's)"
         self.instances[request["name"]] = model
-        return {"weights": weights}
+        return self.weights(request) if "state" in request else {}
+
+    def weights(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Load the reference's weights (`state`) into instance `name`, where ModelNew's parameters match Model's."""
+        state = torch.load(self._file(request["state"]), weights_only=False)
+        try:
+            self.instances[request["name"]].load_state_dict(state, strict=True)
+            return {"weights": "copied from the reference"}
+        except RuntimeError:
+            return {"weights": "seeded initialisation (ModelNew's parameters differ from Model's)"}
 
     def call(self, request: dict[str, Any]) -> dict[str, Any]:
         model = self.instances[request["instance"]]
@@ -279,7 +283,7 @@ def serve(exchange: Path, protocol_out) -> None:
         protocol_out.flush()
 
     host = Host(exchange, send)
-    handlers = {"load": host.load, "instance": host.instance, "call": host.call}
+    handlers = {"load": host.load, "instance": host.instance, "weights": host.weights, "call": host.call}
     send({"event": "ready"})
     for line in sys.stdin:
         request = json.loads(line)

@@ -75,9 +75,8 @@ class CandidateProcess:
         return self.answer(limit_s, doing)
 
     def send(self, op: str, params: dict[str, Any]) -> None:
-        """Send one request without waiting: `answer` waits for its result (the judge works meanwhile)."""
-        if not self.ready:
-            self.wait_ready()
+        """Send one request without waiting: `answer` waits for its result (the judge works meanwhile). A process
+        still starting reads it once ready (the pipe holds it)."""
         self.next_id += 1
         try:
             self.process.stdin.write(json.dumps({"id": self.next_id, "op": op, **params}) + "\n")
@@ -88,6 +87,9 @@ class CandidateProcess:
 
     def answer(self, limit_s: float, doing: str) -> dict[str, Any]:
         """The result of the request last sent, within `limit_s` of its sending (compile time not counted)."""
+        if not self.ready:
+            self.wait_ready()
+            self.sent_at = time.monotonic()  # the request waited in the pipe until the process could read it
         deadline = self.sent_at + limit_s
         while True:
             message = self._next(deadline, doing, limit_s)

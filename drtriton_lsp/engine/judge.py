@@ -211,7 +211,7 @@ class SideChecks:
 
     def _run(self) -> None:
         try:
-            self.judge._load(self.lane)
+            self.judge._finish_load(self.lane)
             self._go.wait()
             if not self._abandoned:
                 self.judge._size_checks(self.lane, self._extra, self._example)
@@ -327,16 +327,22 @@ class Judge:
         self.progress("loading the task, and the candidate in its own process")
         with self._timed("reference"):
             self.task_module = load_task(self.task, self.directory)
-            self.reference = build_model(self.task, self.task_module, self.directory, init_seed(self.seed)).to(self.device)
             self.init_inputs = self.task_module.get_init_inputs() if hasattr(self.task_module, "get_init_inputs") else []
-            self._save_for_all(["init.pt", "state.pt"], [list(self.init_inputs), _cpu_state(self.reference)])
+            self._save_for_all(["init.pt"], [list(self.init_inputs)])
+        # each candidate process imports the candidate and builds ModelNew while the reference is built here
+        self.ipc_probe = torch.arange(4, device=self.device) if self.device.type == "cuda" else None
+        for lane in self.lanes:
+            self._start_load(lane)
+        with self._timed("reference"):
+            self.reference = build_model(self.task, self.task_module, self.directory, init_seed(self.seed)).to(self.device)
+            self._save_for_all(["state.pt"], [_cpu_state(self.reference)])
         main = self.lanes[0]
         side = SideChecks(self, self.lanes[1]) if len(self.lanes) > 1 else None
         if side is not None:
             side.start()  # its process loads the candidate while the main one does
         try:
             with self._timed("candidate load"), self.draws.while_waiting(count=2):
-                self._load(main)
+                self._finish_load(main)
             with self._timed("primary trials"):
                 example = self.draws.take(1000)
                 self.plan = self._shape_plan(example, reduced=self.device.type == "cpu")
@@ -363,21 +369,27 @@ class Judge:
         self.checks["inputs_unchanged"] = True
         self.checks["guard_regions"] = "no write outside any buffer the candidate was given or allocated"
 
-    def _load(self, lane: Lane) -> None:
-        """Import the candidate in the lane's process and build its ModelNew from the reference's weights."""
-        probe = torch.arange(4, device=self.device) if self.device.type == "cuda" else None
-        loaded = lane.host.request(
+    def _start_load(self, lane: Lane) -> None:
+        """Have the lane's process import the candidate and build its ModelNew (answered in `_finish_load`)."""
+        lane.host.send(
             "load",
-            {"source": "candidate.py", "init": "init.pt", "state": "state.pt", "init_seed": init_seed(self.seed),
+            {"source": "candidate.py", "init": "init.pt", "init_seed": init_seed(self.seed),
              "device": str(self.device), "precision": _precision_settings(),
-             "ipc_probe": share(probe) if probe is not None else None},
-            LOAD_LIMIT_S, "importing the candidate and building ModelNew",
+             "ipc_probe": share(self.ipc_probe) if self.ipc_probe is not None else None},
         )
+
+    def _finish_load(self, lane: Lane) -> None:
+        """The load's answer, then the reference's weights (state.pt, saved by now) loaded into ModelNew."""
+        # the candidate's allowance counts from now: the judge built the reference since the load was sent
+        waited_s = time.monotonic() - lane.host.sent_at
+        loaded = lane.host.answer(LOAD_LIMIT_S + waited_s, "importing the candidate and building ModelNew")
+        weights = lane.host.request("weights", {"name": "primary", "state": "state.pt"}, LOAD_LIMIT_S,
+                                    "loading the reference's weights into ModelNew")
         if lane is not self.lanes[0]:
             return
-        self.checks["weights"] = str(loaded.get("weights", ""))[:200]
+        self.checks["weights"] = str(weights.get("weights", ""))[:200]
         # tensors cross in shared GPU memory when the candidate's process could read the probe, else in files
-        self.ipc = probe is not None and loaded.get("ipc_probe_sum") == 6
+        self.ipc = self.ipc_probe is not None and loaded.get("ipc_probe_sum") == 6
         self.checks["tensor_exchange"] = "shared GPU memory (CUDA IPC)" if self.ipc else "files"
 
     def _checks_after_primary(self, lane: Lane, extra: list[Any]) -> None:

@@ -65,7 +65,7 @@ def test_what_the_candidate_prints_never_reaches_the_judges_protocol_stream(tmp_
     (tmp_path / "candidate.py").write_text(printing)
     torch.save([], tmp_path / "init.pt")
     torch.save({}, tmp_path / "state.pt")
-    load = {"id": 1, "op": "load", "source": "candidate.py", "init": "init.pt", "state": "state.pt", "init_seed": 1,
+    load = {"id": 1, "op": "load", "source": "candidate.py", "init": "init.pt", "init_seed": 1,
             "device": "cpu"}
     finished = subprocess.run(
         [sys.executable, "-m", "drtriton_lsp.engine.candidate_host", str(tmp_path)],

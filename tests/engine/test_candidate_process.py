@@ -134,3 +134,16 @@ def test_the_limit_counts_from_the_sending_so_the_judges_work_meanwhile_is_part_
     with pytest.raises(Rejected, match="no answer in 2 s"):
         hangs.answer(2.0, "primary trial")
     assert time.monotonic() - started < 1.8  # two seconds after the sending, not after the judge asked
+
+
+def test_a_request_sent_while_the_process_starts_waits_in_the_pipe_and_its_allowance_counts_from_ready():
+    # the judge sends the load before it builds the reference; the process reads it once its imports are done
+    starts_slowly = """
+        time.sleep(1.5); say('{"event": "ready"}')
+        say(json.dumps({'id': request['id'], 'result': {'weights': 'copied from the reference'}}))
+    """
+    candidate = scripted(starts_slowly)
+    candidate.ready = False
+    candidate.send("load", {})
+    assert candidate.answer(1.0, "importing the candidate") == {"weights": "copied from the reference"}
+    candidate.kill()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,7 @@ class CandidateInThisProcess:
             raise judge.Rejected(failure.kind, f"{doing}: {failure}") from None
 
     def send(self, op: str, params: dict) -> None:
-        self.sent = (op, params)
+        self.sent, self.sent_at = (op, params), time.monotonic()
 
     def answer(self, limit_s: float, doing: str) -> dict:
         op, params = self.sent
@@ -221,27 +222,30 @@ def test_the_candidates_process_answers_each_request_by_id_with_a_result_or_the_
     (tmp_path / "broken.py").write_text("def broken(:\n")
     (tmp_path / "refuses.py").write_text("class ModelNew:\n    def __init__(self):\n        raise RuntimeError('no')\n")
     (tmp_path / "plain.py").write_text("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n")
-    load = {"op": "load", "init": "init.pt", "state": "state.pt", "init_seed": 1, "device": "cpu"}
+    load = {"op": "load", "init": "init.pt", "init_seed": 1, "device": "cpu"}
     requests = [
         {"id": 1, **load, "source": "broken.py"},
         {"id": 2, **load, "source": "refuses.py"},
         {"id": 3, **load, "source": "plain.py"},
-        {"id": 4, "op": "call", "instance": "other", "inputs": "inputs.pt", "outputs": "outputs.pt"},
+        {"id": 4, "op": "weights", "name": "primary", "state": "state.pt"},
+        {"id": 5, "op": "call", "instance": "other", "inputs": "inputs.pt", "outputs": "outputs.pt"},
         {"op": "exit"},
-        {"id": 5, **load, "source": "plain.py"},  # after exit: never read
+        {"id": 6, **load, "source": "plain.py"},  # after exit: never read
     ]
     monkeypatch.setattr("sys.stdin", io.StringIO("".join(json.dumps(r) + "\n" for r in requests)))
     said = io.StringIO()
     serve(tmp_path, said)
     messages = [json.loads(line) for line in said.getvalue().splitlines()]
     assert messages[0] == {"event": "ready"}
-    assert [m.get("id") for m in messages[1:]] == [1, 2, 3, 4]
+    assert [m.get("id") for m in messages[1:]] == [1, 2, 3, 4, 5]
     assert messages[1]["error"]["kind"] == "import_error" and "SyntaxError" in messages[1]["error"]["message"]
     assert messages[2]["error"] == {"kind": "runtime_error", "message": "ModelNew(*init) raised RuntimeError: no"}
-    assert messages[3] == {"id": 3, "result": {"weights": "copied from the reference", "ipc_probe_sum": None}}
-    assert messages[4]["error"]["kind"] == "runtime_error" and "KeyError" in messages[4]["error"]["message"]
+    # built first (while the judge builds the reference), then given the reference's weights
+    assert messages[3] == {"id": 3, "result": {"ipc_probe_sum": None}}
+    assert messages[4] == {"id": 4, "result": {"weights": "copied from the reference"}}
+    assert messages[5]["error"]["kind"] == "runtime_error" and "KeyError" in messages[5]["error"]["message"]
     # the traceback's end, where it failed
-    assert messages[4]["error"]["traceback"].rstrip().endswith("KeyError: 'other'")
+    assert messages[5]["error"]["traceback"].rstrip().endswith("KeyError: 'other'")
 
 
 def test_the_task_failing_at_a_later_trial_ends_the_verification_as_the_tasks_failure(verify, monkeypatch):
