@@ -12,7 +12,15 @@ import torch
 
 import threading
 
-from drtriton_lsp.engine.judge import DrawsAhead, Rejected, Tally, _checked_call_answer, _compare, _non_contiguous
+from drtriton_lsp.engine.judge import (
+    DrawsAhead,
+    Rejected,
+    Tally,
+    _checked_call_answer,
+    _compare,
+    _flatten,
+    _non_contiguous,
+)
 
 ANSWER = {
     "outputs": [{"kind": "tensor"}], "launches": 2, "kernels": {"k": 2}, "torch_ops": {},
@@ -128,3 +136,15 @@ def test_another_processs_tally_adds_up():
     first.merge(second)
     assert (first.trials, first.passed, first.max_abs_err, first.launches) == (8, 8, 2e-6, 16)
     assert first.kernels == {"k": 14, "j": 2} and first.shapes == [{"label": "odd"}]
+
+
+def test_a_tensor_whose_last_dim_is_one_is_still_laid_out_another_way():
+    # transposing a last dim of size 1 changes no stride that counts: every other element is used instead
+    value = torch.randn(4, 5, 1)
+    strided = _non_contiguous(value)
+    assert not strided.is_contiguous() and torch.equal(strided, value)
+
+
+def test_nested_outputs_are_flattened_in_order():
+    a, b, c = torch.zeros(1), torch.ones(1), torch.full((1,), 2.0)
+    assert _flatten((a, [b, (c, 3)])) == [a, b, c, 3] and _flatten(a) == [a]

@@ -263,3 +263,29 @@ def test_the_task_failing_at_a_later_trial_ends_the_verification_as_the_tasks_fa
     result = verify("good", trials=3)
     assert (result["verified"], result["reason"]) == (False, "reference_failed")
     assert result["detail"] == "primary: ValueError: the task's forward raised"
+
+
+def test_the_full_size_trial_is_skipped_when_its_estimate_is_over_the_budget(host, monkeypatch):
+    # the estimate scales the slowest call so far by the input elements: any call's time puts it over a tiny budget
+    def run() -> dict:
+        candidate_process._started_ahead.append(CandidateInThisProcess(host))
+        params = {
+            "task": Task.from_file(ADVERSARIAL / "task_affine_relu.py").to_json(),
+            "candidate": (ADVERSARIAL / "good_affine_relu.py").read_text(),
+            "device": "cpu", "trials": 2, "seed": 0,
+        }
+        return judge.Judge(params, progress=lambda message: None).run()
+
+    tried = run()
+    assert tried["verified"] and tried["checks"]["full_size"] == "tried once at the task's own sizes"
+    monkeypatch.setattr(judge, "FULL_SIZE_BUDGET_S", 1e-9)
+    skipped = run()
+    assert skipped["verified"] and skipped["checks"]["full_size"].startswith("not tried: about ")
+    assert "full size" not in [shape["label"] for shape in skipped["shapes"]]
+
+
+def test_inputs_that_cannot_be_laid_out_another_way_are_said_not_tried(verify, monkeypatch):
+    monkeypatch.setattr(judge, "_non_contiguous", lambda value: value)  # every layout the same as drawn
+    result = verify("good")
+    assert result["verified"] and result["checks"]["strided_inputs"] == "not tried: no input can be laid out another way"
+    assert "strided" not in [shape["label"] for shape in result["shapes"]]
