@@ -34,19 +34,8 @@ def get_init_inputs():
     return [8, 3.0]
 '''
 
-CANDIDATE = '''
-import torch
-import torch.nn as nn
-
-class ModelNew(nn.Module):
-    def __init__(self, features, scale):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-        self.scale = scale
-
-    def forward(self, x):
-        return self.linear(x) * self.scale
-'''
+# the same module under the name a candidate has (timing does not care what its forward runs)
+CANDIDATE = TASK.split("def get_inputs")[0].replace("class Model(", "class ModelNew(")
 
 FUNCTIONAL_TASK = '''
 import torch
