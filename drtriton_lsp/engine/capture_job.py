@@ -72,7 +72,9 @@ def _differs_in_training_mode(model: torch.nn.Module, inputs: list[Any], static_
     capture when it already is at the example sizes."""
     try:
         with torch.no_grad():
-            evaluated = static_graph or capture_graph(model, tuple(inputs), source, free_sizes=False)
+            evaluated = static_graph if static_graph is not None else capture_graph(
+                model, tuple(inputs), source, free_sizes=False
+            )
             model.train()
             trained = capture_graph(model, tuple(inputs), source, free_sizes=False)
     except CaptureError:

@@ -339,7 +339,7 @@ class Judge:
         main = self.lanes[0]
         side = SideChecks(self, self.lanes[1]) if len(self.lanes) > 1 else None
         if side is not None:
-            side.start()  # its process loads the candidate while the main one does
+            side.start()  # it takes its process's load answer and gives it the weights while the main one does
         try:
             with self._timed("candidate load"), self.draws.while_waiting(count=2):
                 self._finish_load(main)
