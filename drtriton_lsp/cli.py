@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     optimize.add_argument(
         "--search-seconds", type=float, default=60.0, help="time budget of --search per target, in seconds (default 60)"
     )
+    _search_cache_option(optimize)
     optimize.add_argument(
         "--schedule",
         type=Path,
@@ -129,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--search-seconds", type=float, default=60.0, help="time budget of --search per problem, in seconds (default 60)"
     )
+    _search_cache_option(bench)
     bench.add_argument(
         "--max-autotune",
         action="store_true",
@@ -151,6 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("worker", help="serve JSON-RPC jobs on stdin/stdout (used by drtriton itself)")
     return parser
+
+
+def _search_cache_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--search-cache", type=Path, metavar="DIR",
+        help="where --search keeps its results for the next run (default ~/.cache/drtriton/search); an empty folder "
+        "makes every search start afresh",
+    )
 
 
 def _device_option(parser: argparse.ArgumentParser) -> None:
@@ -257,6 +267,7 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
         schedule=schedule,
         search=args.search,
         search_budget=SearchBudget(seconds=args.search_seconds),
+        search_cache=args.search_cache,
         model=model_settings(args),
     )
     outcomes = []
@@ -558,6 +569,7 @@ def bench_options(args: argparse.Namespace, device: str):
         trials=args.trials,
         search=args.search,
         search_budget=SearchBudget(seconds=args.search_seconds),
+        search_cache=args.search_cache,
         compile_max_autotune=args.max_autotune,
         model=model_settings(args),
     )

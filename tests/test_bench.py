@@ -643,3 +643,15 @@ def test_bench_on_the_cpu_verifies_writes_every_file_and_claims_no_speed(tmp_pat
     said_again = " ".join(again.stderr.split())
     assert "bench: 0 problems" in said_again and "(1 already there)" in said_again
     assert len(json.loads((out / "results.json").read_text())["problems"]) == 1
+
+
+@pytest.mark.parametrize("command", ["bench", "optimize"])
+def test_the_search_cache_folder_is_the_users_choice_and_defaults_to_the_shared_one(tmp_path, command):
+    from drtriton_lsp.cli import bench_options, build_parser
+
+    parser = build_parser()
+    chosen = parser.parse_args([command, "problems", "--search", "--search-cache", str(tmp_path / "cache")])
+    assert chosen.search_cache == tmp_path / "cache"
+    assert parser.parse_args([command, "problems", "--search"]).search_cache is None  # ~/.cache/drtriton/search
+    if command == "bench":
+        assert bench_options(chosen, "cuda").search_cache == tmp_path / "cache"

@@ -1,6 +1,7 @@
-"""`drtriton-train`: the training package's command line: synth, teach, sft, eval.
+"""`drtriton-train`: the training package's command line: synth, teach, sft, eval, compare.
 
-`synth` writes CSP-DAG programs; `teach` turns them into SFT examples; `sft` trains a model; `eval` measures it.
+`synth` writes CSP-DAG programs; `teach` turns them into SFT examples; `sft` trains a model; `eval` measures it;
+`compare` measures what it adds to the product's search.
 """
 
 from __future__ import annotations
@@ -28,9 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     _add_teach(commands)
     _add_sft(commands)
     _add_eval(commands)
+    _add_compare(commands)
     args = parser.parse_args(argv)
     if args.command == "eval":
         return _eval(parser, args)
+    if args.command == "compare":
+        return _compare(parser, args)
     if args.command == "teach":
         return _teach(parser, args)
     if args.command == "sft":
@@ -169,19 +173,9 @@ def _add_eval(commands) -> None:
 def _eval(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from drtriton_lsp.errors import DrtritonError
 
-    from drtriton_training.dataset import HELDOUT_LEVELS
     from drtriton_training.evaluate import EvalOptions, evaluate, write_results
 
-    try:
-        levels = tuple(int(level) for level in args.levels.split(","))
-    except ValueError:
-        parser.error(f"--levels takes comma-separated held-out levels such as 1,2; got {args.levels!r}")
-    if not set(levels) <= set(HELDOUT_LEVELS):
-        parser.error(f"held-out levels are {', '.join(map(str, HELDOUT_LEVELS))}; got {args.levels}")
-    if args.samples < 1 or args.per_level < 1:
-        parser.error("--samples and --per-level must be at least 1")
-    if not (args.model / "config.json").is_file() and not (args.model / "adapter_config.json").is_file():
-        parser.error(f"{args.model} holds no model (config.json); pass the model/ directory of an sft run")
+    levels = _heldout_levels(parser, args)
     options = EvalOptions(
         levels=levels, per_level=args.per_level, samples=args.samples, kind=args.kind, temperature=args.temperature,
         device=args.device, baseline=args.baseline, time_limit_s=args.time_limit, trials=args.trials,
@@ -199,6 +193,80 @@ def _eval(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         f"{json_path} and {markdown_path}"
     )
     return 0
+
+
+def _add_compare(commands) -> None:
+    compare = commands.add_parser(
+        "compare",
+        help="the product's search with the compiler alone against compiler + model, on held-out programs",
+        description="Write the first N held-out programs of each level as KernelBench files and run `drtriton bench` "
+        "on them twice: with the model's answers beside the compiler's search, then with the compiler's search "
+        "alone, its budget raised by the model's mean time per program. Writes NAME.json and NAME.md under "
+        "--results (the two bench runs stay under --work).",
+    )
+    compare.add_argument("--model", type=Path, required=True, help="a model directory (`sft --out DIR`: DIR/model)")
+    compare.add_argument("--levels", default="1,2,5,20", help="held-out levels (default 1,2,5,20)")
+    compare.add_argument("--per-level", type=int, default=10, help="first N programs of each level (default 10)")
+    compare.add_argument("--device", choices=("cpu", "cuda"), default="cuda",
+                         help="cuda (default): search and timing; cpu: verification only, no speed")
+    compare.add_argument("--search-seconds", type=float, default=10.0,
+                         help="compiler search budget per program beside the model (default 10)")
+    compare.add_argument("--samples", type=int, default=4, help="model answers per program (default 4)")
+    compare.add_argument("--turns", type=int, default=1, help="model refinement turns (default 1)")
+    compare.add_argument("--kind", choices=("script", "kernel"), default="script", help="which writer the model is")
+    compare.add_argument("--jobs", type=int, default=1, help="problems at a time in each bench run (default 1)")
+    compare.add_argument("--trials", type=int, default=5, help="verification trials with fresh inputs")
+    compare.add_argument("--work", type=Path, required=True, help="folder for the programs and the two bench runs")
+    compare.add_argument("--results", type=Path, default=Path("training/results"), help="output directory")
+    compare.add_argument("--name", default="compare", help="file name stem of the results (default compare)")
+
+
+def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from drtriton_lsp.errors import DrtritonError
+
+    from drtriton_training.compare import COMPILER_ARM, MODEL_ARM, CompareOptions, run_compare, to_markdown
+    from drtriton_training.evaluate import table_cell, write_results
+
+    levels = _heldout_levels(parser, args)
+    if args.jobs < 1 or args.turns < 0:
+        parser.error("--jobs must be at least 1 and --turns at least 0")
+    options = CompareOptions(
+        levels=levels, per_level=args.per_level, device=args.device, search_seconds=args.search_seconds,
+        samples=args.samples, turns=args.turns, kind=args.kind, jobs=args.jobs, trials=args.trials,
+    )
+    try:
+        results = run_compare(args.model, options, args.work, log=lambda line: print(line, file=sys.stderr, flush=True))
+    except DrtritonError as error:
+        print(f"drtriton-train compare: {error.message}\n  {error.hint}", file=sys.stderr)
+        return 1
+    json_path, markdown_path = write_results(results, args.results, args.name, render=to_markdown)
+    for arm in (COMPILER_ARM, MODEL_ARM):
+        summary = results[arm]
+        geomean = table_cell(summary["geomean_vs_compile"])
+        speed = "no speed measured" if summary["faster_than_compile"] is None else (
+            f"{summary['faster_than_compile']} faster than torch.compile, geomean {geomean}"
+        )
+        print(f"{arm}: {summary['verified']}/{summary['problems']} verified, {speed}, {summary['model_winners']} "
+              "model winners")
+    print(f"compare: {json_path} and {markdown_path}")
+    return 0
+
+
+def _heldout_levels(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[int, ...]:
+    """--levels as held-out levels, after checking --samples, --per-level and --model (exits with the problem)."""
+    from drtriton_training.dataset import HELDOUT_LEVELS
+
+    try:
+        levels = tuple(int(level) for level in args.levels.split(","))
+    except ValueError:
+        parser.error(f"--levels takes comma-separated held-out levels such as 1,2; got {args.levels!r}")
+    if not set(levels) <= set(HELDOUT_LEVELS):
+        parser.error(f"held-out levels are {', '.join(map(str, HELDOUT_LEVELS))}; got {args.levels}")
+    if args.samples < 1 or args.per_level < 1:
+        parser.error("--samples and --per-level must be at least 1")
+    if not (args.model / "config.json").is_file() and not (args.model / "adapter_config.json").is_file():
+        parser.error(f"{args.model} holds no model (config.json); pass the model/ directory of an sft run")
+    return levels
 
 
 def _share(value) -> str:

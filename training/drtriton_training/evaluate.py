@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from drtriton_lsp.engine.verify import worker_environment
 from drtriton_lsp.errors import DrtritonError
@@ -232,7 +232,7 @@ def _best_timing(capture, modules: list[str], options: EvalOptions, runner) -> d
     return best
 
 
-def _geomean(values: list[float]) -> float | None:
+def geometric_mean(values: list[float]) -> float | None:
     values = [value for value in values if value and value > 0]
     return math.exp(statistics.fmean(math.log(value) for value in values)) if values else None
 
@@ -259,14 +259,14 @@ def _summary(records: list[dict[str, Any]], samples: int) -> dict[str, Any]:
     timed = [record["timing"] for record in judged if record.get("timing")]
     if any("timing" in record for record in judged):
         summary["timed"] = len(timed)
-        summary["best_of_k_geomean_vs_eager"] = _geomean([t["speedup_vs_eager"] for t in timed])
-        summary["best_of_k_geomean_vs_compile"] = _geomean([t["speedup_vs_compile"] for t in timed])
+        summary["best_of_k_geomean_vs_eager"] = geometric_mean([t["speedup_vs_eager"] for t in timed])
+        summary["best_of_k_geomean_vs_compile"] = geometric_mean([t["speedup_vs_compile"] for t in timed])
         summary["share_faster_than_compile"] = (
             sum((t["speedup_vs_compile"] or 0) > 1 for t in timed) / len(judged) if judged else None
         )
     baseline_timed = [record["baseline_timing"] for record in judged if record.get("baseline_timing")]
     if baseline_timed:
-        summary["compiler_default_geomean_vs_compile"] = _geomean([t["speedup_vs_compile"] for t in baseline_timed])
+        summary["compiler_default_geomean_vs_compile"] = geometric_mean([t["speedup_vs_compile"] for t in baseline_timed])
         summary["compiler_default_share_faster_than_compile"] = (
             sum((t["speedup_vs_compile"] or 0) > 1 for t in baseline_timed) / len(judged)
         )
@@ -283,9 +283,9 @@ def _results(model_dir: Path, options: EvalOptions, programs, stopped: bool, sec
     return {
         "schema": RESULTS_SCHEMA,
         "command": shlex.join(["drtriton-train", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None,
-        "commit": _commit(),
+        "commit": repository_commit(),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": _machine(options.device),
+        "machine": machine_description(options.device),
         "model": {
             "directory": str(model_dir),
             "checkpoint_hash": checkpoint_hash(model_dir),
@@ -306,7 +306,7 @@ def _results(model_dir: Path, options: EvalOptions, programs, stopped: bool, sec
     }
 
 
-def _commit() -> str | None:
+def repository_commit() -> str | None:
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True, check=True)
         dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPOSITORY, capture_output=True, text=True)
@@ -316,7 +316,7 @@ def _commit() -> str | None:
     return head.stdout.strip() + (f" plus uncommitted changes to {changed} files" if changed else "")
 
 
-def _machine(device: str) -> dict[str, Any]:
+def machine_description(device: str) -> dict[str, Any]:
     import torch
     import transformers
 
@@ -360,12 +360,12 @@ def to_markdown(results: dict[str, Any]) -> str:
     lines.append("|" + "---|" * (len(columns) + 1))
     rows = [*results["by_level"].items(), ("all", results["overall"])]
     for level, summary in rows:
-        cells = [_cell(summary.get(name)) for name in columns]
+        cells = [table_cell(summary.get(name)) for name in columns]
         lines.append(f"| {level} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def _cell(value: Any) -> str:
+def table_cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -373,9 +373,12 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def write_results(results: dict[str, Any], directory: Path, name: str) -> tuple[Path, Path]:
+def write_results(
+    results: dict[str, Any], directory: Path, name: str, render: Callable[[dict[str, Any]], str] = to_markdown
+) -> tuple[Path, Path]:
+    """`NAME.json` and `NAME.md` (the results rendered by `render`) in `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
     json_path, markdown_path = directory / f"{name}.json", directory / f"{name}.md"
     json_path.write_text(json.dumps(results, indent=1) + "\n")
-    markdown_path.write_text(to_markdown(results))
+    markdown_path.write_text(render(results))
     return json_path, markdown_path
