@@ -3,7 +3,8 @@
 Runs inside a worker process (it executes user code). Every tensor dimension of the example
 inputs is offered to export as `Dim.AUTO`, so the graph says which sizes are free (symbols)
 and which the model fixes; verification uses that to try odd sizes safely. When export fails
-with free sizes, the model is exported again at the example sizes, and the capture says so.
+with free sizes, or gives sizes that do not hold at other input sizes (`sizes_that_do_not_hold`),
+the model is exported again at the example sizes, and the capture says so.
 In-place ops that write only memory the forward allocated become functional ops
 (engine/in_place.py), and user inputs take the forward's parameter names.
 """
@@ -11,6 +12,7 @@ In-place ops that write only memory the forward allocated become functional ops
 from __future__ import annotations
 
 import inspect
+import logging
 import operator
 import re
 import traceback
@@ -82,13 +84,83 @@ def export_with_fallback(model: torch.nn.Module, args: tuple, task_file: Path | 
         )
         try:
             program = torch.export.export(model, _fresh(args), dynamic_shapes=dynamic_shapes, strict=False)
-            return Export(program)
+            static_because = sizes_that_do_not_hold(program)
+            if not static_because:
+                return Export(program)
         except Exception as error:  # noqa: BLE001 - any failure here is retried without free dims below
             static_because = f"{type(error).__name__}: {_first_line(error)}"[:300]
     try:
         return Export(torch.export.export(model, _fresh(args), strict=False), static_because)
     except Exception as error:  # noqa: BLE001 - every export failure becomes a CaptureError
         raise capture_error_from(error, task_file) from error
+
+
+def sizes_that_do_not_hold(program: Any) -> str:
+    """Where the exported graph's sizes are wrong at other input sizes ("" where none is found).
+
+    torch.export can record a size as a constant that is not one: after `max_pool2d` of a free height that pools to
+    1 at the example, torch 2.11-2.13 give the next pointwise op a height of 1 for every input size, and kernels
+    compiled from that graph are wrong everywhere else. So the graph is run again on fake tensors (sizes only, no
+    memory, no compute) with every free size moved by 3 within its range, and each op's sizes are compared with
+    what the graph says they are at those sizes."""
+    import sympy
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    graph_module = program.graph_module
+    placeholders = [node for node in graph_module.graph.nodes if node.op == "placeholder"]
+    moved: dict[Any, int] = {}
+    for node in placeholders:
+        value = node.meta.get("val")
+        for size in value.shape if isinstance(value, torch.Tensor) else ():
+            if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol) and size.node.hint:
+                symbol, hint = size.node.expr, int(size.node.hint)
+                bounds = program.range_constraints.get(symbol)
+                upper = _finite_or_none(bounds.upper) if bounds is not None else None
+                moved[symbol] = hint + 3 if upper is None or hint + 3 <= upper else hint
+
+    def at_moved_sizes(shape: Any) -> list[int]:
+        return [int(size.node.expr.xreplace(moved)) if isinstance(size, torch.SymInt) else int(size) for size in shape]
+
+    disagreements: list[str] = []
+
+    class SizeChecker(torch.fx.Interpreter):
+        def run_node(self, node: torch.fx.Node) -> Any:
+            result = super().run_node(node)
+            if node.op == "call_function" and not disagreements:
+                recorded = pytree.tree_leaves(node.meta.get("val"))
+                computed = pytree.tree_leaves(result)
+                for expected, actual in zip(recorded, computed):
+                    if isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor):
+                        if at_moved_sizes(expected.shape) != list(actual.shape):
+                            disagreements.append(
+                                f"`{node.name}` has sizes {list(actual.shape)} where the exported graph says "
+                                f"{at_moved_sizes(expected.shape)}"
+                            )
+            return result
+
+    fake_tensor_log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = fake_tensor_log.level
+    fake_tensor_log.setLevel(logging.CRITICAL)  # an op that fails below is logged there with its whole stack
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            values = [_fake_like(node.meta.get("val"), at_moved_sizes) for node in placeholders]
+            SizeChecker(graph_module).run(*values)
+    except Exception:  # noqa: BLE001 - a graph the check cannot run is kept as exported (verification tries odd sizes)
+        return ""
+    finally:
+        fake_tensor_log.setLevel(level)
+    if not disagreements:
+        return ""
+    return f"its sizes do not hold at other input sizes: {disagreements[0]}"[:300]
+
+
+def _fake_like(value: Any, sizes_of: Callable[[Any], list[int]]) -> Any:
+    """A new tensor (fake, in the caller's FakeTensorMode) like a placeholder's value at the sizes `sizes_of` gives."""
+    if isinstance(value, torch.Tensor):
+        return torch.empty(sizes_of(value.shape), dtype=value.dtype, device=value.device)
+    if isinstance(value, torch.SymInt):
+        return sizes_of([value])[0]
+    return value
 
 
 def _fresh(args: tuple) -> tuple:

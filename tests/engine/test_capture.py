@@ -258,6 +258,27 @@ def test_a_model_with_free_sizes_has_no_capture_note():
     assert capture(LinearGelu().eval(), (torch.randn(4, 16),)).static_note == ""
 
 
+class PoolsToOneRow(nn.Module):
+    """Pools a free height of 3 to 1: torch.export then says the next op's height is 1 at every input size."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.InstanceNorm2d(4, affine=True)
+
+    def forward(self, x):
+        return self.norm(F.hardswish(F.max_pool2d(x, kernel_size=3, stride=2)))
+
+
+def test_sizes_export_gets_wrong_at_other_input_sizes_make_the_capture_fall_back_to_the_example_sizes():
+    example = torch.randn(2, 4, 3, 7)
+    captured = capture(PoolsToOneRow(), (example,))
+    assert "its sizes do not hold at other input sizes: `hardswish` has sizes" in captured.static_note
+    assert captured.graph.symbol_hints == {}
+    assert [node.outputs[0].shape for node in captured.graph.nodes] == [(2, 4, 1, 3)] * 3
+    # a height that pools to more than one row is exported right, sizes free
+    assert capture(PoolsToOneRow(), (torch.randn(2, 4, 7, 7),)).static_note == ""
+
+
 TASK_WITH_A_SIZE_CACHE = """
 import functools, math
 import torch
