@@ -154,6 +154,27 @@ def test_a_window_entirely_in_the_padding_gives_minus_infinity_and_pytorchs_inde
 
 
 @pytest.mark.parametrize(
+    ("function", "shape"),
+    [
+        (lambda x: F.max_pool1d(x, 3, 3, 1), (1, 1, 1)),
+        (lambda x: F.max_pool2d(x, 3, 1, 1), (1, 1, 1, 1)),
+        (lambda x: F.avg_pool1d(x, 3, 3, 1), (1, 1, 1)),
+    ],
+    ids=["max_pool1d", "max_pool2d", "avg_pool1d"],
+)
+@pytest.mark.parametrize("strategy", [("direct", 64, 16), ("tiled", 16, 2)], ids=["direct", "tiled"])
+def test_an_input_of_one_element_pools_like_pytorch(function, shape, strategy, device, load_program):
+    # every size is 1, so export fixes them all and the input is loaded once, not per lane
+    model, example = Pool(function), torch.full(shape, 2.5)
+    default, _ = compile_and_load(model, example, load_program)
+    script = strategy_script(default.schedule, *strategy)
+    program, forward = compile_and_load(model, example, load_program, schedule=script)
+    for value in (-1.5, float("nan")):
+        x = torch.full(shape, value, device=device)
+        assert_same(forward(model, x), model(x))
+
+
+@pytest.mark.parametrize(
     "layout",
     [lambda x: x.permute(0, 1, 3, 2), lambda x: x.contiguous(memory_format=torch.channels_last)],
     ids=["transposed", "channels_last"],

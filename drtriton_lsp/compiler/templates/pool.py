@@ -441,12 +441,17 @@ class _PoolSource:
         lines = self.window_reads.load_lines(index_of_dim, mask)
         lines += elementwise_lines(self.graph, self.plan.prologue, self.window_variables, self.scope, self.context.helpers)
         source = self.window.source
-        dtype = self.graph.spec_of(source).dtype
-        if self.plan.prologue and dtype != "float32":
-            variable = self.window_variables[source]
+        spec = self.graph.spec_of(source)
+        variable = self.window_variables[source]
+        if self.plan.prologue and spec.dtype != "float32":
             lines += [
-                f"# the prologue's result is a {dtype} tensor in PyTorch: round it before pooling",
-                f"{variable} = {variable}.to({TRITON_DTYPES[dtype]}).to(tl.float32)",
+                f"# the prologue's result is a {spec.dtype} tensor in PyTorch: round it before pooling",
+                f"{variable} = {variable}.to({TRITON_DTYPES[spec.dtype]}).to(tl.float32)",
+            ]
+        if all(size == 1 for size in spec.shape):
+            lines += [
+                f"# {variable} is one element loaded once: spread it over the lanes, as the comparisons below need",
+                f"{variable} = tl.broadcast_to({variable}, {mask}.shape)",
             ]
         return lines
 
