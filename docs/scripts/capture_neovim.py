@@ -1,14 +1,6 @@
 """Record docs/images/neovim-flow.png: Neovim with drtriton's plugin generating a kernel for examples/mlp_block.py.
 
-Runs the real `nvim` and `drtriton-lsp` in a pseudo-terminal, reads the screen with the pyte terminal emulator, draws it.
-
-Needs Neovim 0.11+ and drtriton-lsp in --bin (the test extra installs both in .venv/bin), and the screenshots extra
-(pyte, Pillow) in the interpreter that runs this script:
-
-    python -m pip install -c constraints/ci.txt -e ".[screenshots]"
-    python docs/scripts/capture_neovim.py --bin .venv/bin
-
-On a machine without a GPU the kernel is verified under Triton's interpreter and the lens says no speed was measured.
+Runs the real `nvim` and `drtriton-lsp` in a pseudo-terminal; pyte reads the screen and Pillow draws it.
 """
 
 from __future__ import annotations
@@ -29,6 +21,11 @@ from pathlib import Path
 import pyte
 from PIL import Image, ImageDraw, ImageFont
 
+# Needs Neovim 0.11+ and drtriton-lsp in --bin (the test extra installs both in .venv/bin), and pyte and Pillow in the
+# interpreter that runs this script (the screenshots extra):
+#     python -m pip install -c constraints/ci.txt -e ".[screenshots]"
+#     python docs/scripts/capture_neovim.py --bin .venv/bin
+# Without a GPU the kernel is verified under Triton's interpreter, and the lens says no speed was measured.
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "mlp_block.py"
 TARGET_LINE = 16  # `class MLPBlock(nn.Module):` in the example
@@ -100,8 +97,13 @@ class NeovimTerminal:
         self.pump(0.5)
 
     def close(self) -> None:
-        self.process.kill()
-        self.process.wait()
+        """Quit Neovim (its language server and workers end with it), or kill it when it has not quit in 10 s."""
+        os.write(self.terminal, b"\x1b:qa!\r")
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         os.close(self.terminal)
 
 
@@ -121,8 +123,9 @@ def monospace_font(bold: bool) -> ImageFont.FreeTypeFont:
 def render(screen: pyte.Screen, path: Path) -> None:
     """Draw every cell with its colours; reverse video swaps them, and so does the cursor's cell."""
     regular, bold = monospace_font(False), monospace_font(True)
-    left, top, right, bottom = regular.getbbox("M")
+    _, glyph_top, _, glyph_bottom = regular.getbbox("M")
     cell_width, cell_height = round(regular.getlength("M")), round(FONT_SIZE * 1.25)
+    text_offset = (cell_height - (glyph_bottom - glyph_top)) // 2 - glyph_top  # capital letters centred in the cell
     image = Image.new("RGB", (COLUMNS * cell_width, ROWS * cell_height), colour("default", DEFAULT_BACKGROUND))
     draw = ImageDraw.Draw(image)
     cursor = None if screen.cursor.hidden else (screen.cursor.y, screen.cursor.x)
@@ -136,8 +139,7 @@ def render(screen: pyte.Screen, path: Path) -> None:
             x, y = column * cell_width, row * cell_height
             draw.rectangle([x, y, x + cell_width - 1, y + cell_height - 1], fill=background)
             if cell.data.strip():
-                draw.text((x, y + (cell_height - (bottom - top)) // 2 - top), cell.data, fill=foreground,
-                          font=bold if cell.bold else regular)
+                draw.text((x, y + text_offset), cell.data, fill=foreground, font=bold if cell.bold else regular)
     image = image.quantize(colors=64, dither=Image.Dither.NONE)  # few colours: a small PNG
     image.save(path, optimize=True)
 
