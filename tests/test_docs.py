@@ -38,7 +38,8 @@ SERVER_COMMANDS = {
 
 
 def load_generator():
-    spec = importlib.util.spec_from_file_location("generate_reference", REPO / "docs" / "scripts" / "generate_reference.py")
+    path = REPO / "docs" / "scripts" / "generate_reference.py"
+    spec = importlib.util.spec_from_file_location("generate_reference", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

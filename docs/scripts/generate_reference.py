@@ -1,7 +1,6 @@
 """Write the docs' reference tables (settings, CLI options) from their own definitions, so the docs cannot go stale.
 
-Fills each `<!-- generated: NAME -->` ... `<!-- end generated -->` block of docs/*.md; `--check` changes nothing and
-exits 1 when a block differs from what it would write (tests/test_docs.py runs the same comparison).
+Fills each `<!-- generated: NAME -->` block of docs/*.md; `--check` only says which pages are out of date (exit 1).
 """
 
 from __future__ import annotations
@@ -67,7 +66,8 @@ def editor_settings_table() -> str:
     for name, entry in properties.items():
         if name.startswith(f"{SECTION}.server.") or name.startswith(f"{SECTION}.trace."):
             default = entry["default"] if entry["default"] != "" else '""'
-            rows.append(f"| `{name}` | `{default}` | {escaped(entry.get('markdownDescription') or entry['description'])} |")
+            effect = escaped(entry.get("markdownDescription") or entry["description"])
+            rows.append(f"| `{name}` | `{default}` | {effect} |")
     return "\n".join(rows)
 
 
