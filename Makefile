@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml training/pyproject.toml constraints/ci.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -c constraints/ci.txt -e ".[test]"
+	$(BIN)/python -m pip install --quiet -c constraints/ci.txt -e ".[test,docs]"
 	$(BIN)/python -m pip install --quiet -c constraints/ci.txt -e "training[test]"
 	touch $(STAMP)
 
@@ -30,7 +30,8 @@ vscode-extension:
 	@command -v npm >/dev/null || { echo "make: the VS Code extension needs node 20+ and npm (editor_clients/vscode)"; exit 1; }
 	cd editor_clients/vscode && npm ci --no-audit --no-fund --prefer-offline && npm test && npm run package
 
-# pytest includes the Neovim end-to-end test (tests/editor_clients): the test extra installs Neovim 0.11.
+# pytest includes the Neovim end-to-end test (tests/editor_clients): the test extra installs Neovim 0.11; and the docs
+# site's strict build (tests/test_docs.py): the docs extra installs MkDocs.
 test: $(STAMP) vscode-extension
 	$(BIN)/python -m pytest
 

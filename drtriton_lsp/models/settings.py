@@ -15,7 +15,7 @@ KINDS = ("kernel", "script", "both")
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """A model backend and its search budget. Each field's `doc` is rendered in README.md and the editors."""
+    """A model backend and its search budget. Each field's `doc` is rendered in docs/settings.md and the editors."""
 
     backend: str = field(
         default="none",

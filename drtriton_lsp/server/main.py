@@ -69,7 +69,12 @@ def argument_parser() -> argparse.ArgumentParser:
         help="let --tcp listen on an address other machines can reach (the token is still required, and travels "
         "unencrypted)",
     )
-    parser.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="what the server logs on stderr, which editors show as its log (default WARNING)",
+    )
     parser.add_argument("--version", action="version", version=f"drtriton-lsp {__version__}")
     return parser
 

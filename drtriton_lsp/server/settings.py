@@ -22,7 +22,7 @@ DEVICE_SETTING = DeviceOption(
 
 @dataclass(frozen=True)
 class Settings:
-    """What the server does and where it runs jobs. Each field's `doc` is rendered in README.md."""
+    """What the server does and where it runs jobs. Each field's `doc` is rendered in docs/settings.md."""
 
     device: str = field(
         default="auto",

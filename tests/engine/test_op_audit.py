@@ -43,7 +43,7 @@ def test_a_write_past_the_end_of_a_buffer_breaks_its_guard():
 
 
 def test_the_guard_after_a_buffer_spans_64_kib_and_its_last_byte_is_watched():
-    assert GUARD_BYTES == 64 * 1024  # the README's figure: a GPU allocator's slack is smaller
+    assert GUARD_BYTES == 64 * 1024  # docs/verification.md's figure: a GPU allocator's slack is smaller
     with CandidateAudit() as audit:
         out = torch.empty(10)
     last = 10 + GUARD_BYTES // out.element_size() - 1  # elements from the view's start to the guard's last one

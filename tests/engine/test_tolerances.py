@@ -1,5 +1,6 @@
-"""What "matches the reference" means for each dtype, as the judge applies it: every tolerance the README states is
-pinned from both sides (an error just inside passes, one a few times outside is rejected with the tolerance named).
+"""What "matches the reference" means for each dtype, as the judge applies it: every tolerance docs/verification.md
+states is pinned from both sides (an error just inside passes, one a few times outside is rejected with the tolerance
+named).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import torch
 
 from drtriton_lsp.engine.judge import Rejected, Tally, _compare
 
-# (dtype, tally flags, atol = rtol as the README's table states them, the label the report shows)
+# (dtype, tally flags, atol = rtol as the table in docs/verification.md states them, the label the report shows)
 STATED = [
     (torch.float64, {}, 1e-7, "float64"),
     (torch.float32, {}, 1e-4, "float32"),

@@ -1,5 +1,5 @@
 -- drtriton's language server config for Neovim 0.11+, found by vim.lsp.config and started by vim.lsp.enable('drtriton').
--- Override any field with vim.lsp.config('drtriton', { ... }); the settings are documented in drtriton's README.
+-- Override any field with vim.lsp.config('drtriton', { ... }); the settings are documented in drtriton's docs/settings.md.
 
 ---@type vim.lsp.Config
 return {

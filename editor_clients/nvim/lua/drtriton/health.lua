@@ -14,7 +14,7 @@ end
 local function check_server_command()
   local config = vim.lsp.config.drtriton
   if not config or not config.cmd then
-    vim.health.error('no lsp/drtriton.lua on the runtimepath', 'add editor_clients/nvim to the runtimepath (see the README)')
+    vim.health.error('no lsp/drtriton.lua on the runtimepath', 'add editor_clients/nvim to the runtimepath (see docs/editors.md)')
     return
   end
   if type(config.cmd) == 'function' then
