@@ -78,6 +78,10 @@ class OpenAIBackend:
         self.api_key_env, self.timeout_s, self.retries = api_key_env, timeout_s, retries
         self.checkpoint = ""
         self._model = model
+        # the served model's context in tokens, where the server lists it (vLLM's `max_model_len`): a request for
+        # more new tokens than that is refused (HTTP 400), so max_tokens is capped at it
+        self._context: int | None = None
+        self._listed = False
 
     @property
     def model(self) -> str:
@@ -93,10 +97,11 @@ class OpenAIBackend:
     def complete(
         self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None = None
     ) -> list[list[str]]:
-        model = self._model or self._served_model(timeout_s=self.timeout_s)
+        model = self._model if self._listed else self._served_model(timeout_s=self.timeout_s)
+        max_tokens = min(sampling.max_tokens, self._context) if self._context else sampling.max_tokens
         body = {
             "model": model, "prompt": prompts, "n": sampling.samples, "temperature": sampling.temperature,
-            "max_tokens": sampling.max_tokens, "seed": sampling.seed, "stop": [END_LINE],
+            "max_tokens": max_tokens, "seed": sampling.seed, "stop": [END_LINE],
         }
         answer = _unless_cancelled(lambda: self._request("completions", body, self.timeout_s), cancel)
         choices = answer.get("choices") if isinstance(answer, dict) else None
@@ -111,9 +116,10 @@ class OpenAIBackend:
         return [texts[number * sampling.samples:(number + 1) * sampling.samples] for number in range(len(prompts))]
 
     def _served_model(self, timeout_s: float) -> str:
-        """The configured model name, else the first model the server lists (remembered)."""
+        """The configured model name, else the first model the server lists (remembered, with its context)."""
         listed = self._request("models", None, timeout_s)
-        names = [entry.get("id") for entry in listed.get("data", []) if isinstance(entry, dict)]
+        entries = [entry for entry in listed.get("data", []) if isinstance(entry, dict)]
+        names = [entry.get("id") for entry in entries]
         if self.requested_model:
             if self.requested_model not in names:
                 raise ModelUnavailable(
@@ -123,6 +129,9 @@ class OpenAIBackend:
         elif not names:
             raise ModelUnavailable(f"the server at {self.base_url} lists no model")
         self._model = self.requested_model or str(names[0])
+        context = entries[names.index(self._model)].get("max_model_len")
+        self._context = context if isinstance(context, int) and not isinstance(context, bool) and context > 0 else None
+        self._listed = True
         return self._model
 
     def _request(self, route: str, body: dict[str, Any] | None, timeout_s: float) -> Any:

@@ -1,6 +1,7 @@
 """A real OpenAI-compatible HTTP server for the tests over a transformers checkpoint (`/v1/models`, `/v1/completions`).
 
 `python openai_server.py CHECKPOINT [--die-after N] [--delay S]` prints its port; it can die after N answers, or lag.
+As vLLM does, it lists the model's context (`max_model_len`) and refuses a request for more new tokens than that.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from drtriton_lsp.models.sampling_job import LoadedModel
 def serve(checkpoint: Path, die_after: int | None, delay_s: float) -> None:
     loaded = LoadedModel(checkpoint)
     name = checkpoint.name
+    context = json.loads((checkpoint / "config.json").read_text())["max_position_embeddings"]
     answered = 0
 
     class Handler(BaseHTTPRequestHandler):
@@ -26,7 +28,8 @@ def serve(checkpoint: Path, die_after: int | None, delay_s: float) -> None:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") == "/v1/models":
-                self._answer(200, {"object": "list", "data": [{"id": name, "object": "model"}]})
+                entry = {"id": name, "object": "model", "max_model_len": context}
+                self._answer(200, {"object": "list", "data": [entry]})
             else:
                 self._answer(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -38,6 +41,10 @@ def serve(checkpoint: Path, die_after: int | None, delay_s: float) -> None:
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if request.get("model") != name:
                 self._answer(404, {"error": {"message": f"the model {request.get('model')!r} does not exist"}})
+                return
+            if request.get("max_tokens", 16) > context:
+                message = f"max_tokens={request['max_tokens']} cannot be greater than max_model_len={context}"
+                self._answer(400, {"error": {"message": message, "type": "BadRequestError"}})
                 return
             time.sleep(delay_s)
             prompts = request["prompt"] if isinstance(request["prompt"], list) else [request["prompt"]]

@@ -52,9 +52,12 @@ PADDING = "<|pad|>"
 CONTEXT = 1024
 
 
-def build_tiny_model(directory: Path, answers: dict[str, str], *, steps: int = 200, context: int = CONTEXT) -> Path:
+def build_tiny_model(
+    directory: Path, answers: dict[str, str], *, steps: int = 200, context: int = CONTEXT, heads: int = 4
+) -> Path:
     """A checkpoint in `directory` that continues each prompt in `answers` with its answer (then the end line),
-    greedily and under sampling; with `steps=0`, an untrained model that writes noise until its `context` is full."""
+    greedily and under sampling; with `steps=0`, an untrained model that writes noise until its `context` is full.
+    heads: attention heads over the 64 hidden units (vLLM's CPU attention needs a head size of 32 or more)."""
     import torch
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -72,8 +75,8 @@ def build_tiny_model(directory: Path, answers: dict[str, str], *, steps: int = 2
     # one token per answer (end line included): the model learns one choice per prompt, not hundreds of tokens
     tokenizer.add_tokens([AddedToken(completion, normalized=False, special=False) for completion in completions])
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=4, max_position_embeddings=context, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=heads,
+        num_key_value_heads=heads, max_position_embeddings=context, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id, bos_token_id=None, tie_word_embeddings=False,
     )
     torch.manual_seed(0)

@@ -15,13 +15,13 @@ import platform
 import re
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from drtriton_lsp.engine.suite import git_commit
 from drtriton_lsp.engine.verify import worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
@@ -306,14 +306,9 @@ def _results(model_dir: Path, options: EvalOptions, programs, stopped: bool, sec
     }
 
 
-def repository_commit() -> str | None:
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPOSITORY, capture_output=True, text=True)
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    changed = len([line for line in dirty.stdout.splitlines() if line.strip()])
-    return head.stdout.strip() + (f" plus uncommitted changes to {changed} files" if changed else "")
+def repository_commit() -> str:
+    """$DRTRITON_COMMIT if set (a copy of the tree), else this repository's commit and whether files changed."""
+    return git_commit(REPOSITORY)
 
 
 def machine_description(device: str) -> dict[str, Any]:
