@@ -6,7 +6,6 @@ The model arm runs first; the compiler arm's search budget is then raised by the
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import shlex
@@ -19,9 +18,7 @@ from typing import Any, Callable
 from drtriton_lsp.errors import DrtritonError
 
 from drtriton_training.dataset import load_heldout
-from drtriton_training.evaluate import (
-    checkpoint_hash, geometric_mean, machine_description, repository_commit, table_cell,
-)
+from drtriton_training.evaluate import checkpoint_hash, geometric_mean, provenance, table_cell
 
 RESULTS_SCHEMA = "drtriton.train-compare/1"
 COMPILER_ARM = "compiler"
@@ -155,10 +152,7 @@ def run_compare(
     compiler = run_arm(bench_command(programs, compiler_out, options, compiler_seconds, None), compiler_out, log)
     return {
         "schema": RESULTS_SCHEMA,
-        "command": shlex.join(["drtriton-train", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None,
-        "commit": repository_commit(),
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_description(options.device),
+        **provenance(options.device),
         "model": {"directory": str(model), "checkpoint_hash": checkpoint_hash(model)},
         "options": {
             "levels": list(options.levels), "per_level": options.per_level, "device": options.device,

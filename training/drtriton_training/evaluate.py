@@ -282,10 +282,7 @@ def _results(model_dir: Path, options: EvalOptions, programs, stopped: bool, sec
     }
     return {
         "schema": RESULTS_SCHEMA,
-        "command": shlex.join(["drtriton-train", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None,
-        "commit": repository_commit(),
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_description(options.device),
+        **provenance(options.device),
         "model": {
             "directory": str(model_dir),
             "checkpoint_hash": checkpoint_hash(model_dir),
@@ -303,6 +300,16 @@ def _results(model_dir: Path, options: EvalOptions, programs, stopped: bool, sec
         "overall": _summary(programs, options.samples),
         "by_level": by_level,
         "programs": programs,
+    }
+
+
+def provenance(device: str) -> dict[str, Any]:
+    """What produced a results file: the command line, the commit, when, and the machine."""
+    return {
+        "command": shlex.join(["drtriton-train", *sys.argv[1:]]) if sys.argv and sys.argv[0] else None,
+        "commit": repository_commit(),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_description(device),
     }
 
 
