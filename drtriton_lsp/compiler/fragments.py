@@ -116,8 +116,9 @@ def schedulable_ops(graph: OpGraph) -> list[str]:
 
 def _random_tensor(graph_input: GraphInput, hints: dict[str, int]) -> str:
     spec = graph_input.spec
-    shape = ", ".join(str(hints.get(dim, 8) if isinstance(dim, str) else dim) for dim in spec.shape)
-    shape = f"({shape},)" if len(spec.shape) == 1 else f"({shape})"
+    sizes = [str(hints.get(dim, 8) if isinstance(dim, str) else dim) for dim in spec.shape]
+    # the size tuple as one argument: `torch.randn(())` is a 0-d tensor, `torch.randn()` an error
+    shape = f"(({sizes[0]},))" if len(sizes) == 1 else f"(({', '.join(sizes)}))"
     if spec.dtype == "bool":
         return f"torch.rand{shape} > 0.5"
     return f"torch.randn{shape}.to(torch.{spec.dtype})"

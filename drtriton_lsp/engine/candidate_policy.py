@@ -9,6 +9,7 @@ from the task (the user's own statements, which the reference runs anyway) and t
 from __future__ import annotations
 
 import ast
+import threading
 from dataclasses import dataclass
 
 from drtriton_lsp.source.dispatch import is_dispatch_helper_statement, without_dispatch_decorators
@@ -79,6 +80,11 @@ class PolicyViolation:
     detail: str
 
 
+# CPython 3.11 before 3.11.8 can fail `ast.parse` run in two threads at once ("AST constructor recursion depth
+# mismatch", gh-106905), and the search verifies candidates in a thread pool: one check at a time per process.
+_PARSING = threading.Lock()
+
+
 def policy_violation(candidate_source: str, task_source: str | None = None) -> PolicyViolation | None:
     """The first thing in `candidate_source` that the policy forbids, or None.
 
@@ -87,6 +93,11 @@ def policy_violation(candidate_source: str, task_source: str | None = None) -> P
     a member of one of the task's classes, and the write-back's dispatch helper are exempt. Nothing deeper is: a
     statement of the user's reused in another context could do what the user's code never did.
     """
+    with _PARSING:
+        return _first_violation(candidate_source, task_source)
+
+
+def _first_violation(candidate_source: str, task_source: str | None) -> PolicyViolation | None:
     try:
         tree = ast.parse(candidate_source)
     except SyntaxError as error:

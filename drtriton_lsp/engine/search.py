@@ -181,6 +181,9 @@ def search_schedule(
         except Cancelled:
             result.stopped = "cancelled"
             break
+        except DrtritonError as failure:  # this fragment's task could not run: it keeps its default, the rest go on
+            progress(f"fragment {number}/{len(steps)} ({','.join(step.nodes)}): not searched, {failure.message}")
+            continue
         alternatives = [
             Alternative(label, print_schedule(Schedule(lines)), verified, reason, ms)
             for (label, lines), (verified, reason, ms) in zip(options, outcomes)

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from drtriton_lsp.compiler.codegen import compile_graph
-from drtriton_lsp.compiler.fragments import fragment_graph, fragment_task_source, line_alternatives
+from drtriton_lsp.compiler.fragments import fragment_graph, fragment_task_source, line_alternatives, search_steps
 from drtriton_lsp.compiler.planner import default_schedule
 from drtriton_lsp.compiler.script import KernelLine, parse_schedule, print_schedule
 from drtriton_lsp.engine.capture import capture_graph
@@ -31,6 +31,7 @@ from drtriton_lsp.engine.search import (
 )
 from drtriton_lsp.engine.task import Task, load_module_from_source
 from drtriton_lsp.engine.verify import Cancelled
+from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
 
 
@@ -146,6 +147,41 @@ def test_cancelling_keeps_what_was_found(graph):
 
     result = search_schedule(graph, default_schedule(graph), name="t", measure=cancelled_midway, budget=SearchBudget())
     assert result.stopped == "cancelled" and result.schedule == print_schedule(default_schedule(graph))
+
+
+def test_a_fragment_whose_task_cannot_run_keeps_its_default_and_the_search_goes_on(graph):
+    inner = fake_measurer({"BLOCK = 2048": 0.5})
+    seen: list[str] = []
+
+    def first_fragment_fails(task, fragment, candidates):
+        if not seen:
+            seen.append(task.name)
+            raise DrtritonError("TypeError while drawing example inputs: ...", "fix the code")
+        return inner(task, fragment, candidates)
+
+    messages: list[str] = []
+    base = default_schedule(graph)
+    result = search_schedule(
+        graph, base, name="t", measure=first_fragment_fails, budget=SearchBudget(), progress=messages.append
+    )
+    assert result.stopped == "" and len(result.fragments) == len(search_steps(graph, base)) - 1
+    assert any("not searched, TypeError while drawing example inputs" in message for message in messages)
+
+
+class ScalarAndMatrix(nn.Module):
+    def forward(self, scale, x):
+        return torch.tanh(scale) * torch.sigmoid(x)
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4)], ids=["0-d", "1-d", "2-d"])
+def test_a_fragment_task_draws_inputs_of_every_rank(shape, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        captured = capture_graph(ScalarAndMatrix().eval(), (torch.randn(()), torch.randn(shape)))
+    fragment = fragment_graph(captured, [captured.nodes[0].name])
+    module = load_module_from_source(fragment_task_source(fragment, "test"), f"fragment_{len(shape)}", tmp_path)
+    (scale,) = module.get_inputs()
+    assert scale.shape == ()
 
 
 def test_the_cache_returns_a_finished_search_for_the_same_task_and_environment(graph, tmp_path):
