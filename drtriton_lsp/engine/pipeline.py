@@ -529,8 +529,7 @@ def _search(
     if result is None:
         measurer = WorkerMeasurer(
             runner=runner, device=device, trials=options.trials, verify_limits=options.verify_limits,
-            timing_limits=options.benchmark_limits, parallel=options.search_parallel,
-            python_path=python_path, cancel=cancel,
+            timing_limits=options.benchmark_limits, parallel=options.search_parallel, python_path=python_path,
         )
         with clock.stage("search"):
             result = search_schedule(

@@ -3,8 +3,8 @@ convolution joins the pointwise kernel after it, a matmul kernel the reduce kern
 consecutive pointwise and reduce kernels over the same rows join each other); its alternatives are
 verified on their own, timed against PyTorch, and the fastest verified one is kept.
 
-Budgeted in seconds and candidates, cancellable (the best verified result so far is kept), reported
-as it goes, and cached by task and environment so a repeated search is instant. The winner is
+Budgeted in seconds (a hard limit: a fragment still being measured when they run out is stopped and keeps
+its default) and candidates, cancellable (the best verified result so far is kept), reported as it goes, and cached by task and environment so a repeated search is instant. The winner is
 always a schedule script, so it can be reproduced and refined.
 """
 
@@ -40,6 +40,8 @@ from drtriton_lsp.source.candidate import build_candidate
 # kernels over the same rows are searched together (and as one row kernel); 5: large float32 matmuls
 # are kept in cuBLAS by default (and searched as a fused matmul kernel)
 SEARCH_CACHE_VERSION = 5
+# how often the search's deadline is checked while a fragment is being measured
+DEADLINE_POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -104,14 +106,44 @@ class SearchResult:
 
 
 class FragmentMeasurer(Protocol):
-    """Verifies candidates for one fragment and times the verified ones and PyTorch's own kernels.
+    """Verifies candidates for one fragment and times the verified ones and PyTorch's own kernels; stops its jobs
+    and raises Cancelled as soon as `stop` is set (the search's deadline passed, or the user cancelled).
 
     Returns (PyTorch's time in ms or None, one (verified, reason, ms or None) per candidate).
     """
 
     def __call__(
-        self, task: Task, fragment: OpGraph, candidates: list[str]
+        self, task: Task, fragment: OpGraph, candidates: list[str], stop: threading.Event
     ) -> tuple[float | None, list[tuple[bool, str, float | None]]]: ...
+
+
+class _Deadline:
+    """An event set when the search's seconds run out or the user cancels, whichever comes first: the measurer's
+    jobs watch it, so a fragment being measured when the budget ends is stopped, not waited for."""
+
+    def __init__(self, seconds: float, cancel: threading.Event | None):
+        self.stop = threading.Event()
+        self._ends_at = time.monotonic() + seconds
+        self._cancel = cancel
+        self._finished = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="drtriton-search-deadline", daemon=True)
+
+    def _watch(self) -> None:
+        while not self._finished.wait(DEADLINE_POLL_S):
+            if time.monotonic() >= self._ends_at or (self._cancel is not None and self._cancel.is_set()):
+                self.stop.set()
+                return
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self._ends_at
+
+    def __enter__(self) -> "_Deadline":
+        self._watcher.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._finished.set()
+        self._watcher.join()
 
 
 def choose(alternatives: list[Alternative]) -> Alternative:
@@ -143,21 +175,35 @@ def search_schedule(
 ) -> SearchResult:
     """Measure the alternatives of every kernel line of `base` and assemble the fastest verified ones.
 
-    Lines are searched in order; when the budget runs out or `cancel` is set, the lines not yet
-    searched keep their default, so the result is always a complete, decodable schedule.
+    Lines are searched in order; when the budget runs out or `cancel` is set, the line being measured is stopped and
+    the lines not yet searched keep their default, so the result is always a complete, decodable schedule.
     """
     started = time.monotonic()
     result = SearchResult(schedule=print_schedule(base))
     replacements: dict[int, str] = {}
+    with _Deadline(budget.seconds, cancel) as deadline:
+        result.stopped = _search_steps(
+            graph, base, name=name, measure=measure, budget=budget, progress=progress, cancel=cancel,
+            deadline=deadline, result=result, replacements=replacements,
+        )
+    result.schedule = print_schedule(assemble(base, replacements))
+    result.seconds = round(time.monotonic() - started, 2)
+    return result
+
+
+def _search_steps(
+    graph: OpGraph, base: Schedule, *, name: str, measure: FragmentMeasurer, budget: SearchBudget,
+    progress: Callable[[str], None], cancel: threading.Event | None, deadline: _Deadline, result: SearchResult,
+    replacements: dict[int, str],
+) -> str:
+    """Measure the steps in order into `result` and `replacements`; returns why it stopped early ("" if it did not)."""
     steps = search_steps(graph, base)
     for number, step in enumerate(steps, start=1):
         if cancel is not None and cancel.is_set():
-            result.stopped = "cancelled"
-            break
+            return "cancelled"
         remaining = budget.candidates - result.candidates
-        if time.monotonic() - started > budget.seconds or remaining <= 0:
-            result.stopped = "budget"
-            break
+        if deadline.expired() or remaining <= 0:
+            return "budget"
         try:
             options = step_alternatives(graph, step, allow_tf32=budget.allow_tf32)
             fragment = fragment_graph(graph, step.nodes)
@@ -177,10 +223,12 @@ def search_schedule(
             sources.append(build_candidate(task.source, program, f"Search candidate '{label}' for {description}."))
         progress(f"fragment {number}/{len(steps)} ({','.join(step.nodes)}): measuring {len(options)} candidates")
         try:
-            pytorch_ms, outcomes = measure(task, fragment, sources)
+            pytorch_ms, outcomes = measure(task, fragment, sources, deadline.stop)
         except Cancelled:
-            result.stopped = "cancelled"
-            break
+            if (cancel is not None and cancel.is_set()) or not deadline.expired():
+                return "cancelled"
+            progress(f"fragment {number}/{len(steps)}: the search's {budget.seconds:g} s ran out while measuring it")
+            return "budget"
         except DrtritonError as failure:  # this fragment's task could not run: it keeps its default, the rest go on
             progress(f"fragment {number}/{len(steps)} ({','.join(step.nodes)}): not searched, {failure.message}")
             continue
@@ -204,9 +252,7 @@ def search_schedule(
             f"fragment {number}/{len(steps)}: best '{best.label}'{timing}; "
             f"{result.candidates} candidates tried, {result.verified} verified"
         )
-    result.schedule = print_schedule(assemble(base, replacements))
-    result.seconds = round(time.monotonic() - started, 2)
-    return result
+    return ""
 
 
 class SearchCache:
@@ -293,13 +339,13 @@ class WorkerMeasurer:
     then one timing job for the verified candidates and PyTorch, alone on the GPU."""
 
     def __init__(self, *, runner: Runner, device: str, trials: int, verify_limits, timing_limits, parallel: int,
-                 python_path: list[str] | None = None, cancel: threading.Event | None = None):
+                 python_path: list[str] | None = None):
         self.runner, self.device, self.trials = runner, device, trials
         self.verify_limits, self.timing_limits = verify_limits, timing_limits
-        self.parallel, self.python_path, self.cancel = max(1, parallel), python_path, cancel
+        self.parallel, self.python_path = max(1, parallel), python_path
         self.gpu = GpuLock()
 
-    def __call__(self, task: Task, fragment: OpGraph, candidates: list[str]):
+    def __call__(self, task: Task, fragment: OpGraph, candidates: list[str], stop: threading.Event):
         from drtriton_lsp.engine.pipeline import user_input_shapes
         from drtriton_lsp.engine.verify import verify_candidate, worker_environment
 
@@ -309,7 +355,7 @@ class WorkerMeasurer:
                 verdict = verify_candidate(
                     task, source, device=self.device, runner=self.runner, trials=self.trials,
                     input_shapes=user_input_shapes(fragment), limits=self.verify_limits,
-                    cancel=self.cancel, python_path=self.python_path, prepare_next=worker_environment(self.device),
+                    cancel=stop, python_path=self.python_path, prepare_next=worker_environment(self.device),
                 )
             return verdict.verified, "" if verdict.verified else verdict.explanation
 
@@ -326,7 +372,7 @@ class WorkerMeasurer:
                     limits=self.timing_limits,
                     env={"TRITON_INTERPRET": None},
                     python_path=self.python_path,
-                    cancel=self.cancel,
+                    cancel=stop,
                 )
             except JobFailure as failure:
                 if failure.reason == "cancelled":

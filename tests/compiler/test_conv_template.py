@@ -287,7 +287,7 @@ def test_the_search_offers_the_conv_kernel_with_its_epilogue_against_keeping_the
     for _, lines in alternatives:
         compile_with(fragment, print_schedule(Schedule(lines)))
 
-    def conv_is_fastest(task, fragment, candidates):
+    def conv_is_fastest(task, fragment, candidates, stop):
         return 1.0, [(True, "", 0.5 if "implicit GEMM" in source else 2.0) for source in candidates]
 
     result = search_schedule(graph, base, name="t", measure=conv_is_fastest, budget=SearchBudget())

@@ -248,7 +248,7 @@ def test_the_search_offers_the_fused_reduction_against_the_two_kernels():
         program = compile_with(fragment, print_schedule(Schedule(lines)))
         assert len(program.kernels) == 1 or not label.startswith("fused reduction")
 
-    def fused_is_fastest(task, fragment, candidates):
+    def fused_is_fastest(task, fragment, candidates, stop):
         return 1.0, [(True, "", 0.5 if "folds each of its rows" in source else 2.0) for source in candidates]
 
     result = search_schedule(graph, base, name="t", measure=fused_is_fastest, budget=SearchBudget())

@@ -218,7 +218,7 @@ def test_the_search_offers_one_row_kernel_for_the_rms_norm_lines():
     assert len(compile_with(fragment, print_schedule(Schedule(dict(alternatives)["row"]))).kernels) == 1
     assert len(compile_with(fragment, print_schedule(Schedule(step.lines))).kernels) == 3
 
-    def row_is_fastest(task, fragment, candidates):
+    def row_is_fastest(task, fragment, candidates, stop):
         return 1.0, [(True, "", 0.5 if "one value per row, as a column" in source else 2.0) for source in candidates]
 
     result = search_schedule(graph, base, name="model", measure=row_is_fastest, budget=SearchBudget())

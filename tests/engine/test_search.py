@@ -80,7 +80,7 @@ def fake_measurer(times: dict[str, float], rejected: set[str] = frozenset(), pyt
     """Stand-in for the GPU: a candidate's time is looked up by a word of its schedule."""
     calls = []
 
-    def measure(task: Task, fragment, candidates):
+    def measure(task: Task, fragment, candidates, stop):
         calls.append(len(candidates))
         outcomes = []
         for source in candidates:
@@ -133,31 +133,81 @@ def test_cancelling_keeps_what_was_found(graph):
     cancel = threading.Event()
     inner = fake_measurer({"BLOCK = 2048": 0.5})
 
-    def measure_then_cancel(task, fragment, candidates):
+    def measure_then_cancel(task, fragment, candidates, stop):
         cancel.set()
-        return inner(task, fragment, candidates)
+        return inner(task, fragment, candidates, stop)
 
     result = search_schedule(
         graph, default_schedule(graph), name="t", measure=measure_then_cancel, budget=SearchBudget(), cancel=cancel
     )
     assert result.stopped == "cancelled" and len(result.fragments) == 1
 
-    def cancelled_midway(task, fragment, candidates):
+    def cancelled_midway(task, fragment, candidates, stop):
         raise Cancelled()
 
     result = search_schedule(graph, default_schedule(graph), name="t", measure=cancelled_midway, budget=SearchBudget())
     assert result.stopped == "cancelled" and result.schedule == print_schedule(default_schedule(graph))
 
 
+def measure_until_stopped(task, fragment, candidates, stop):
+    """A fragment that takes far longer than any budget: it ends only when the search stops it."""
+    if not stop.wait(timeout=60):
+        raise AssertionError("the search never stopped the fragment being measured")
+    raise Cancelled()
+
+
+def test_the_seconds_budget_stops_the_fragment_being_measured_and_keeps_the_default(graph):
+    messages: list[str] = []
+    started = time.monotonic()
+    result = search_schedule(
+        graph, default_schedule(graph), name="t", measure=measure_until_stopped, budget=SearchBudget(seconds=0.3),
+        progress=messages.append,
+    )
+    elapsed = time.monotonic() - started
+    assert 0.3 <= elapsed < 0.3 * 1.1 + 0.1  # the budget, plus the deadline's polling
+    assert result.stopped == "budget" and result.fragments == []
+    assert result.schedule == print_schedule(default_schedule(graph))
+    assert any("0.3 s ran out while measuring it" in message for message in messages)
+
+
+def test_a_cancel_while_a_fragment_is_measured_stops_it_at_once_and_says_cancelled(graph):
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    started = time.monotonic()
+    result = search_schedule(
+        graph, default_schedule(graph), name="t", measure=measure_until_stopped, budget=SearchBudget(seconds=60),
+        cancel=cancel,
+    )
+    assert time.monotonic() - started < 1.0
+    assert result.stopped == "cancelled" and result.schedule == print_schedule(default_schedule(graph))
+
+
+def test_fragments_measured_before_the_deadline_are_kept(graph):
+    inner = fake_measurer({"BLOCK = 2048": 0.5})
+    measured: list[str] = []
+
+    def first_fast_then_slow(task, fragment, candidates, stop):
+        if measured:
+            return measure_until_stopped(task, fragment, candidates, stop)
+        measured.append(task.name)
+        return inner(task, fragment, candidates, stop)
+
+    result = search_schedule(
+        graph, default_schedule(graph), name="t", measure=first_fast_then_slow, budget=SearchBudget(seconds=0.5)
+    )
+    assert result.stopped == "budget" and len(result.fragments) == 1
+    assert result.schedule.count("block=2048") == 1 and result.schedule.count("block=1024") == 1
+
+
 def test_a_fragment_whose_task_cannot_run_keeps_its_default_and_the_search_goes_on(graph):
     inner = fake_measurer({"BLOCK = 2048": 0.5})
     seen: list[str] = []
 
-    def first_fragment_fails(task, fragment, candidates):
+    def first_fragment_fails(task, fragment, candidates, stop):
         if not seen:
             seen.append(task.name)
             raise DrtritonError("TypeError while drawing example inputs: ...", "fix the code")
-        return inner(task, fragment, candidates)
+        return inner(task, fragment, candidates, stop)
 
     messages: list[str] = []
     base = default_schedule(graph)
@@ -239,7 +289,28 @@ def test_the_worker_measurer_verifies_fragment_candidates_under_the_interpreter(
     from drtriton_lsp.source.candidate import build_candidate
 
     wrong = build_candidate(task.source, good, "wrong on purpose").replace("* 3.0", "* 3.5")
-    pytorch_ms, outcomes = measurer(task, fragment, [build_candidate(task.source, good, "good"), wrong])
+    pytorch_ms, outcomes = measurer(task, fragment, [build_candidate(task.source, good, "good"), wrong], threading.Event())
     assert pytorch_ms is None  # nothing is timed on the CPU
     assert outcomes[0] == (True, "", None)
     assert outcomes[1][0] is False and "differ from the reference" in outcomes[1][1]
+
+
+@pytest.mark.slow
+def test_the_worker_measurer_stops_its_verification_workers_when_told(graph):
+    line = kernel_lines(graph)[0]
+    fragment = fragment_graph(graph, line.nodes)
+    task = Task(name="fragment", kind="module", source=fragment_task_source(fragment, "test"))
+    measurer = WorkerMeasurer(
+        runner=LocalRunner(), device="cpu", trials=1, verify_limits=JobLimits(timeout_s=300),
+        timing_limits=JobLimits(timeout_s=300), parallel=2,
+    )
+    from drtriton_lsp.source.candidate import build_candidate
+
+    program = compile_graph(fragment, prefix="f", forward_params=["x"], has_self=True)
+    candidate = build_candidate(task.source, program, "good")
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()  # a verification under the interpreter takes several seconds
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        measurer(task, fragment, [candidate, candidate], stop)
+    assert time.monotonic() - started < 5.0
