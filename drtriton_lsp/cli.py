@@ -186,6 +186,9 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--samples", type=_positive, default=4, help="model answers per target and kind (default 4)")
     model.add_argument("--turns", type=int, default=1,
                        help="refinement turns: rejections and times go back to the model (default 1; 0: none)")
+    model.add_argument("--unconstrained", action="store_true",
+                       help="let a script-writing model write freely (default: its answers are held to the script "
+                       "grammar while sampled; a server without vLLM's structured outputs is asked without it)")
     model.add_argument("--api-key-env", default="", metavar="NAME",
                        help="the environment variable holding the server's API key (the key is never stored)")
 
@@ -194,7 +197,8 @@ def model_settings(args: argparse.Namespace):
     """The --model options as ModelSettings: a URL is an OpenAI-compatible server, a directory a checkpoint."""
     from drtriton_lsp.models.settings import ModelSettings
 
-    common = dict(kind=args.model_kind, samples=args.samples, turns=max(0, args.turns), apiKeyEnv=args.api_key_env)
+    common = dict(kind=args.model_kind, samples=args.samples, turns=max(0, args.turns), apiKeyEnv=args.api_key_env,
+                  constrained=not args.unconstrained)
     if args.model is None:
         return ModelSettings()
     if args.model.startswith(("http://", "https://")):
@@ -586,7 +590,10 @@ def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     if args.max_autotune:
         pipeline["max_autotune"] = True
     if args.model:
-        pipeline["model"] = {"model": args.model, "kind": args.model_kind, "samples": args.samples, "turns": args.turns}
+        pipeline["model"] = {
+            "model": args.model, "kind": args.model_kind, "samples": args.samples, "turns": args.turns,
+            "constrained": not args.unconstrained,
+        }
     return pipeline
 
 

@@ -17,6 +17,7 @@ from drtriton_lsp.engine.verify import Cancelled, verify_candidate
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
 from drtriton_lsp.models.backends import ModelBackend, ModelUnavailable, Sampling, SamplingCancelled
+from drtriton_lsp.models.script_grammar import script_line_pattern
 from drtriton_lsp.models.settings import ModelSettings
 from drtriton_lsp.models.sources import MODEL, Origin
 from drtriton_lsp.runners.local import JobFailure
@@ -84,6 +85,8 @@ class ModelSearch:
             "kind": self.settings.kind,
             "samples": self.settings.samples,
             "turns": self.settings.turns,
+            "constrained": self.settings.constrained and not self.backend.unconstrained,
+            "unconstrained": self.backend.unconstrained,
             "answers": len(self.candidates),
             "verified": self.verified,
             "rejections": [
@@ -104,6 +107,16 @@ class CandidateBuilder:
     ):
         self.task, self.graph, self.guards = task, graph, guards
         self.prefix, self.forward_params = prefix, forward_params
+        self._script_line_pattern: str | None = None
+
+    def constraint(self, kind: str) -> str | None:
+        """What answers of `kind` are held to while sampled: for a script, the script grammar over this graph's ops
+        (a line pattern, see `script_grammar`); a kernel answer is free Python."""
+        if kind != "script":
+            return None
+        if self._script_line_pattern is None:
+            self._script_line_pattern = script_line_pattern(self.graph)
+        return self._script_line_pattern
 
     def prompt(self, kind: str, previous: ModelCandidate | None = None) -> str:
         """The first prompt of `kind`, or the refinement prompt after `previous` (its rejection or its time)."""
@@ -165,11 +178,13 @@ def run_model_search(
             break
         samples = settings.samples if turn == 0 else 1
         prompts = [builder.prompt(kind, previous) for kind, _sample, previous in chains]
+        constraints = [builder.constraint(kind) if settings.constrained else None for kind, _sample, _previous in chains]
         total = samples * len(prompts)
         progress(f"model: turn {turn + 1}/{settings.turns + 1}, asking {backend.name} for {total} answers")
         try:
             answers = backend.complete(
-                prompts, Sampling(samples, temperature, max(MAX_TOKENS[kind] for kind in settings.kinds), turn), cancel
+                prompts, Sampling(samples, temperature, max(MAX_TOKENS[kind] for kind in settings.kinds), turn), cancel,
+                constraints=constraints,
             )
         except SamplingCancelled:
             search.stopped = "cancelled"

@@ -157,6 +157,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     capture_note = (report.get("search") or {}).get("capture_note")
     if capture_note:
         rows.append(("capture", capture_note))
+    rows += _search_rows(report.get("search") or {})
     rows += _source_rows(report.get("search") or {})
     correctness = report.get("correctness")
     if correctness:
@@ -223,6 +224,26 @@ def to_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _search_rows(search: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the schedule search did, once one ran: which whole program was kept, what was measured, and whether its
+    budget or a cancel cut it short."""
+    if "kept" not in search:
+        return []
+    fragments = len(search.get("fragments", []))
+    text = (
+        f"kept the {search['kept']} schedule; {search['candidates']} candidates, {search['verified']} verified, "
+        f"over {fragments} fragment{'s' if fragments != 1 else ''}"
+    )
+    if search.get("cached"):
+        text += " (found in the search cache)"
+    if search.get("stopped") == "budget":
+        seconds = (search.get("stages_s") or {}).get("search")
+        text += "; stopped at its time or candidate budget" + (f" after {seconds:g} s" if seconds else "")
+    elif search.get("stopped") == "cancelled":
+        text += "; cancelled"
+    return [("search", text)]
+
+
 def _source_rows(search: dict[str, Any]) -> list[tuple[str, str]]:
     """Where the candidates came from and which won, once a model took part (a compiler-only run shows none)."""
     model = search.get("model")
@@ -240,6 +261,8 @@ def _source_rows(search: dict[str, Any]) -> list[tuple[str, str]]:
     elif model.get("stopped"):
         model_text += f" (stopped: {model['stopped']})"
     rows.append(("model", model_text))
+    if model.get("unconstrained"):
+        rows.append(("script answers unconstrained", model["unconstrained"]))
     rows += [(f"model answer rejected (x{entry['count']})", entry["reason"]) for entry in model.get("rejections", [])]
     return rows
 

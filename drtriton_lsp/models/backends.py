@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from drtriton_lsp.models.formats import END_LINE
+from drtriton_lsp.models.script_grammar import answer_pattern
 from drtriton_lsp.models.settings import ModelSettings
 
 # Checkpoint files up to this size are hashed whole; larger ones (weights) by name, size, first and last block.
@@ -35,6 +36,10 @@ class ModelUnavailable(Exception):
         self.message = message
 
 
+class RequestRefused(ModelUnavailable):
+    """The server answered that the request is wrong (HTTP 4xx): asking again gives the same answer."""
+
+
 class SamplingCancelled(Exception):
     """The job was cancelled while the model was sampling."""
 
@@ -50,14 +55,19 @@ class Sampling:
 
 
 class ModelBackend(Protocol):
-    """Answers prompts: `complete` returns, per prompt, `sampling.samples` completions (text after the prompt)."""
+    """Answers prompts: `complete` returns, per prompt, `sampling.samples` completions (text after the prompt).
+
+    constraints: per prompt, a script line pattern (`script_grammar.script_line_pattern`) its answers are held to
+    while they are sampled, or None (free); `unconstrained` says why a backend could not hold answers to it ("")."""
 
     name: str  # "openai" | "transformers"
     model: str  # the model's name or checkpoint directory, as the report shows it
     checkpoint: str  # a content hash of the checkpoint, where the backend can compute one
+    unconstrained: str
 
     def complete(
-        self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None = None
+        self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None = None,
+        constraints: list[str | None] | None = None,
     ) -> list[list[str]]: ...
 
     def problem(self) -> str:
@@ -77,6 +87,7 @@ class OpenAIBackend:
         self.requested_model = model
         self.api_key_env, self.timeout_s, self.retries = api_key_env, timeout_s, retries
         self.checkpoint = ""
+        self.unconstrained = ""  # the server's answer when it refused structured outputs (then it is not asked again)
         self._model = model
         # the served model's context in tokens, where the server lists it (vLLM's `max_model_len`): a request for
         # more new tokens than that is refused (HTTP 400), so max_tokens is capped at it
@@ -95,7 +106,20 @@ class OpenAIBackend:
         return ""
 
     def complete(
-        self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None = None
+        self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None = None,
+        constraints: list[str | None] | None = None,
+    ) -> list[list[str]]:
+        """One request per distinct constraint (a request's structured outputs hold all its prompts)."""
+        per_prompt = constraints or [None] * len(prompts)
+        answers: dict[int, list[str]] = {}
+        for constraint in dict.fromkeys(per_prompt):
+            numbers = [number for number, own in enumerate(per_prompt) if own == constraint]
+            texts = self._complete([prompts[number] for number in numbers], sampling, cancel, constraint)
+            answers.update(zip(numbers, texts))
+        return [answers[number] for number in range(len(prompts))]
+
+    def _complete(
+        self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None, constraint: str | None
     ) -> list[list[str]]:
         model = self._model if self._listed else self._served_model(timeout_s=self.timeout_s)
         max_tokens = min(sampling.max_tokens, self._context) if self._context else sampling.max_tokens
@@ -103,7 +127,15 @@ class OpenAIBackend:
             "model": model, "prompt": prompts, "n": sampling.samples, "temperature": sampling.temperature,
             "max_tokens": max_tokens, "seed": sampling.seed, "stop": [END_LINE],
         }
-        answer = _unless_cancelled(lambda: self._request("completions", body, self.timeout_s), cancel)
+        if constraint is not None and not self.unconstrained:
+            constrained = {**body, "structured_outputs": {"regex": answer_pattern(constraint)}}
+            try:
+                answer = _unless_cancelled(lambda: self._request("completions", constrained, self.timeout_s), cancel)
+            except RequestRefused as refused:  # a server without vLLM's structured outputs: ask it without them
+                self.unconstrained = f"the server refused structured outputs ({refused.message})"
+                answer = _unless_cancelled(lambda: self._request("completions", body, self.timeout_s), cancel)
+        else:
+            answer = _unless_cancelled(lambda: self._request("completions", body, self.timeout_s), cancel)
         choices = answer.get("choices") if isinstance(answer, dict) else None
         if not isinstance(choices, list) or len(choices) != len(prompts) * sampling.samples:
             raise ModelUnavailable(
@@ -153,8 +185,10 @@ class OpenAIBackend:
             except urllib.error.HTTPError as error:
                 detail = error.read().decode(errors="replace")[:300]
                 failure = f"HTTP {error.code}: {detail}"
-                if error.code < 500:
-                    break  # the request itself is wrong: asking again gives the same answer
+                if error.code < 500:  # the request itself is wrong: asking again gives the same answer
+                    raise RequestRefused(
+                        f"the model server at {url} refused the request ({failure})"
+                    ) from None
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
                 reason = getattr(error, "reason", error)
                 failure = f"timed out after {timeout_s:g} s" if isinstance(reason, TimeoutError) else str(reason)
@@ -174,6 +208,7 @@ class TransformersBackend:
         self.model = str(self.path)
         self.runner, self.timeout_s = runner, timeout_s
         self.checkpoint = checkpoint_hash(self.path) if not self.problem() else ""
+        self.unconstrained = ""  # the worker holds every answer with a constraint to it
 
     def problem(self) -> str:
         if not (self.path / "config.json").is_file():
@@ -181,7 +216,8 @@ class TransformersBackend:
         return ""
 
     def complete(
-        self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None = None
+        self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None = None,
+        constraints: list[str | None] | None = None,
     ) -> list[list[str]]:
         from drtriton_lsp.errors import DrtritonError
         from drtriton_lsp.runners.local import JobFailure, JobLimits
@@ -192,6 +228,7 @@ class TransformersBackend:
         params = {
             "path": str(self.path), "prompts": prompts, "samples": sampling.samples,
             "temperature": sampling.temperature, "max_tokens": sampling.max_tokens, "seed": sampling.seed,
+            "constraints": constraints,
         }
         try:
             answer = self.runner.call("sample_model", params, limits=JobLimits(timeout_s=self.timeout_s), cancel=cancel)

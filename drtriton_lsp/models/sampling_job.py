@@ -10,10 +10,12 @@ from typing import Any, Callable
 
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models.formats import END_LINE
+from drtriton_lsp.models.script_grammar import ScriptGrammar
 
 
 def run_sampling(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
-    """params: path, prompts, samples, temperature (0: greedy), max_tokens, seed. Returns `completions`: per
+    """params: path, prompts, samples, temperature (0: greedy), max_tokens, seed, and optionally `constraints`: per
+    prompt, a script line pattern its answers are held to (`script_grammar`), or None. Returns `completions`: per
     prompt, `samples` texts (what follows the prompt, cut at the format's end line or end of text), and `device`."""
     path = Path(params["path"])
     if not (path / "config.json").is_file():
@@ -21,8 +23,10 @@ def run_sampling(params: dict[str, Any], progress: Callable[[str], None]) -> dic
     progress(f"loading {path.name}")
     loaded = LoadedModel(path)
     progress(f"sampling {params['samples']} answers to {len(params['prompts'])} prompts on {loaded.device}")
+    patterns = params.get("constraints") or [None] * len(params["prompts"])
     completions = loaded.sample(
-        params["prompts"], params["samples"], params["temperature"], params["max_tokens"], params["seed"]
+        params["prompts"], params["samples"], params["temperature"], params["max_tokens"], params["seed"],
+        constraints=[ScriptGrammar(pattern) if pattern else None for pattern in patterns],
     )
     return {"completions": completions, "device": loaded.device}
 
@@ -44,9 +48,13 @@ class LoadedModel:
         self.model = model.to(self.device).eval()
 
     def sample(
-        self, prompts: list[str], samples: int, temperature: float, max_tokens: int, seed: int
+        self, prompts: list[str], samples: int, temperature: float, max_tokens: int, seed: int,
+        constraints: list | None = None,
     ) -> list[list[str]]:
-        """Per prompt, `samples` completions, batched in one `generate` call."""
+        """Per prompt, `samples` completions, batched in one `generate` call; constraints: per prompt, what its
+        answers are held to as they are sampled (a `ScriptGrammar`, or None: free)."""
+        from drtriton_lsp.models.constrained_sampling import constraint_processors
+
         torch = self.torch
         batch = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         prompt_length = batch["input_ids"].shape[1]
@@ -61,7 +69,8 @@ class LoadedModel:
         with torch.no_grad():
             output = self.model.generate(
                 **batch, max_new_tokens=max_new_tokens, num_return_sequences=samples, stop_strings=[END_LINE],
-                tokenizer=self.tokenizer, pad_token_id=self.tokenizer.pad_token_id, **sampling,
+                tokenizer=self.tokenizer, pad_token_id=self.tokenizer.pad_token_id,
+                logits_processor=constraint_processors(self.tokenizer, constraints, samples, prompt_length), **sampling,
             )
         texts = [self.tokenizer.decode(row[prompt_length:], skip_special_tokens=True) for row in output]
         # generate returns each prompt's samples together: prompt 0's, then prompt 1's, ...

@@ -59,6 +59,15 @@ class ModelSettings:
             "many times (0: sampling only).",
         },
     )
+    constrained: bool = field(
+        default=True,
+        metadata={
+            "doc": "Hold script answers to the script grammar while they are sampled (this graph's op names, the "
+            "templates, their parameters and allowed values): the `transformers` backend does it token by token; an "
+            "`openai` server is sent the grammar as vLLM's structured outputs (`structured_outputs.regex`), and one "
+            "that refuses it is asked again without (the report says so). Kernel answers are never constrained.",
+        },
+    )
     apiKeyEnv: str = field(
         default="",
         metadata={

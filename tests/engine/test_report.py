@@ -58,6 +58,24 @@ def test_the_markdown_report_says_when_the_sizes_were_fixed_at_capture():
     assert f"| capture | {note} |" in to_markdown(built)
 
 
+def test_the_markdown_report_says_what_the_search_kept_and_when_its_budget_cut_it_short():
+    def with_search(search: dict) -> str:
+        return to_markdown(build_report(
+            file="model.py", target="Block", status="verified", device={"kind": "cuda", "name": "NVIDIA H200"},
+            verdict=None, timing=None, timing_note="", search=search, kernel_source=None, schedule=None,
+            replaced_ops=[], kept_ops=[],
+        ))
+
+    finished = {"kept": "searched", "candidates": 14, "verified": 11, "fragments": [{}, {}], "stopped": ""}
+    assert "| search | kept the searched schedule; 14 candidates, 11 verified, over 2 fragments |" in with_search(finished)
+    cut = {**finished, "kept": "default", "fragments": [{}], "stopped": "budget", "stages_s": {"search": 5.4}}
+    assert (
+        "| search | kept the default schedule; 14 candidates, 11 verified, over 1 fragment; stopped at its time or "
+        "candidate budget after 5.4 s |"
+    ) in with_search(cut)
+    assert "| search |" not in with_search({"note": "not searched: ... there is no GPU"})
+
+
 def test_the_markdown_report_shows_max_autotune_beside_torch_compile_when_it_was_timed():
     timing = {
         "eager_ms": 2.0, "compile_ms": 1.0, "compile_max_autotune_ms": 0.8, "triton_ms": 0.5, "speedup_vs_eager": 4.0,

@@ -1,7 +1,9 @@
 """A real OpenAI-compatible HTTP server for the tests over a transformers checkpoint (`/v1/models`, `/v1/completions`).
 
-`python openai_server.py CHECKPOINT [--die-after N] [--delay S]` prints its port; it can die after N answers, or lag.
-As vLLM does, it lists the model's context (`max_model_len`) and refuses a request for more new tokens than that.
+`python openai_server.py CHECKPOINT [--die-after N] [--delay S] [--no-structured-outputs]` prints its port; it can die
+after N answers, or lag. As vLLM does, it lists the model's context (`max_model_len`), refuses a request for more new
+tokens than that, and holds answers to `structured_outputs.regex`; with --no-structured-outputs it refuses such a
+request (HTTP 400), as a server without structured outputs does.
 """
 
 from __future__ import annotations
@@ -16,7 +18,22 @@ from pathlib import Path
 from drtriton_lsp.models.sampling_job import LoadedModel
 
 
-def serve(checkpoint: Path, die_after: int | None, delay_s: float) -> None:
+class AnswerRegex:
+    """A whole-answer regular expression as a sampling constraint (what a server does with `structured_outputs`)."""
+
+    def __init__(self, pattern: str):
+        import regex
+
+        self.pattern = regex.compile(pattern)
+
+    def allows(self, text: str, piece: str) -> bool:
+        return self.pattern.fullmatch(text + piece, partial=True) is not None
+
+    def finished(self, text: str) -> bool:
+        return self.pattern.fullmatch(text) is not None
+
+
+def serve(checkpoint: Path, die_after: int | None, delay_s: float, structured_outputs: bool) -> None:
     loaded = LoadedModel(checkpoint)
     name = checkpoint.name
     context = json.loads((checkpoint / "config.json").read_text())["max_position_embeddings"]
@@ -46,11 +63,17 @@ def serve(checkpoint: Path, die_after: int | None, delay_s: float) -> None:
                 message = f"max_tokens={request['max_tokens']} cannot be greater than max_model_len={context}"
                 self._answer(400, {"error": {"message": message, "type": "BadRequestError"}})
                 return
+            pattern = (request.get("structured_outputs") or {}).get("regex")
+            if pattern is not None and not structured_outputs:
+                message = "Unrecognized request argument supplied: structured_outputs"
+                self._answer(400, {"error": {"message": message, "type": "invalid_request_error"}})
+                return
             time.sleep(delay_s)
             prompts = request["prompt"] if isinstance(request["prompt"], list) else [request["prompt"]]
             samples = request.get("n", 1)
             completions = loaded.sample(
-                prompts, samples, request.get("temperature", 1.0), request.get("max_tokens", 16), request.get("seed", 0)
+                prompts, samples, request.get("temperature", 1.0), request.get("max_tokens", 16), request.get("seed", 0),
+                constraints=[AnswerRegex(pattern) if pattern else None] * len(prompts),
             )
             choices = []
             for prompt_number, texts in enumerate(completions):
@@ -82,5 +105,6 @@ if __name__ == "__main__":
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("--die-after", type=int)
     parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--no-structured-outputs", action="store_true")
     arguments = parser.parse_args()
-    serve(arguments.checkpoint, arguments.die_after, arguments.delay)
+    serve(arguments.checkpoint, arguments.die_after, arguments.delay, not arguments.no_structured_outputs)

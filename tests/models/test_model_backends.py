@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import regex
 from tiny_models import HYPOT, HYPOT_KERNEL, build_tiny_model
 
 from drtriton_lsp import cli
@@ -30,6 +31,7 @@ from drtriton_lsp.models.backends import (
     backend_status,
     open_backend,
 )
+from drtriton_lsp.models.script_grammar import ScriptGrammar, answer_pattern, script_line_pattern
 from drtriton_lsp.models.settings import ModelSettings, parse_model_settings
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.source.extract import extract_task
@@ -186,9 +188,54 @@ def test_noise_is_rejected_with_the_parsers_message_and_fed_back_for_a_turn(exam
 
 
 @pytest.mark.slow  # a worker or a server process loads a model
+def test_script_answers_are_held_to_the_grammar_in_the_worker_and_by_a_server_with_structured_outputs(
+    example, noise_model, server
+):
+    line = script_line_pattern(example.graph)
+    grammar = ScriptGrammar(line)
+    sampling = Sampling(2, temperature=1.0, max_tokens=48)
+    with LocalRunner() as runner:
+        free, held = TransformersBackend(str(noise_model), runner=runner).complete(
+            [example.script_prompt] * 2, sampling, constraints=[None, line]
+        )
+    served_by = OpenAIBackend(server(noise_model))
+    (served,) = served_by.complete([example.script_prompt], sampling, constraints=[line])
+    assert not any(grammar.allows("", answer) for answer in free)  # an untrained model writes noise when free
+    for answer in held:
+        assert answer.startswith(("kernel ", "keep ")) and grammar.allows("", answer), answer
+    # the server holds answers to the regular expression alone (it cannot say "each op once in a kernel")
+    pattern = regex.compile(answer_pattern(line))
+    for answer in served:
+        assert answer.startswith(("kernel ", "keep ")) and pattern.fullmatch(answer, partial=True), answer
+    assert served_by.unconstrained == ""
+
+
+@pytest.mark.slow  # a worker or a server process loads a model
+def test_a_server_without_structured_outputs_is_asked_again_without_and_the_report_says_so(
+    example, noise_model, server
+):
+    settings = ModelSettings(backend="openai", endpoint=server(noise_model, "--no-structured-outputs"), kind="script",
+                             samples=2, turns=0)
+    search = run_model_search(open_backend(settings, None), settings, example.builder(), lambda candidates: None)
+    assert search.stopped == "" and len(search.candidates) == 2
+    summary = search.summary()
+    assert summary["constrained"] is False
+    assert "refused structured outputs" in summary["unconstrained"]
+    assert "Unrecognized request argument supplied: structured_outputs" in summary["unconstrained"]
+    report = {"search": {"model": summary, "candidates_by_source": {"model": 2}}}
+    assert "script answers unconstrained" in to_markdown_rows(report)
+
+
+def to_markdown_rows(report: dict) -> str:
+    from drtriton_lsp.engine.report import _source_rows
+
+    return "\n".join(f"{name}: {value}" for name, value in _source_rows(report["search"]))
+
+
+@pytest.mark.slow  # a worker or a server process loads a model
 def test_a_server_that_dies_mid_job_ends_the_model_search_with_what_it_answered(example, noise_model, server):
     settings = ModelSettings(backend="openai", endpoint=server(noise_model, "--die-after", "1"), kind="script",
-                             samples=2, turns=3)
+                             samples=2, turns=3, constrained=False)  # free noise: answered well inside the timeout
     backend = OpenAIBackend(settings.endpoint, timeout_s=5, retries=1)
     search = run_model_search(backend, settings, example.builder(), lambda candidates: None)
     assert [candidate.origin.turn for candidate in search.candidates] == [0, 0]
@@ -276,14 +323,17 @@ def test_model_settings_reject_bad_values_and_the_cli_tells_a_url_from_a_checkpo
     assert problems == [
         "drtriton.model.backend = 'gpt' is not one of none, openai, transformers, vllm; using 'none'",
         "drtriton.model.samples = 0 is below the minimum 1; using 4",
-        "unknown setting drtriton.model.colour (known: backend, endpoint, name, path, kind, samples, turns, apiKeyEnv, "
-        "timeoutSeconds); ignored",
+        "unknown setting drtriton.model.colour (known: backend, endpoint, name, path, kind, samples, turns, constrained, "
+        "apiKeyEnv, timeoutSeconds); ignored",
     ]
     parser = cli.build_parser()
     url = cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", "http://h:8000/v1", "--turns", "3"]))
     assert (url.backend, url.endpoint, url.turns) == ("openai", "http://h:8000/v1", 3)
     local = cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", str(tmp_path), "--samples", "2"]))
     assert (local.backend, local.path, local.samples) == ("transformers", str(tmp_path), 2)
+    assert url.constrained and local.constrained
+    free = cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", str(tmp_path), "--unconstrained"]))
+    assert not free.constrained
     with pytest.raises(DrtritonError, match="neither a URL nor a directory"):
         cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", str(tmp_path / "absent")]))
 
@@ -315,7 +365,9 @@ def test_where_the_compiler_has_nothing_a_models_verified_kernel_wins_and_is_not
 
 def test_bench_records_the_model_and_counts_the_kernels_it_won():
     args = cli.build_parser().parse_args(["bench", "problems", "--model", "http://h:8000/v1", "--samples", "2"])
-    assert cli.bench_pipeline(args)["model"] == {"model": "http://h:8000/v1", "kind": "kernel", "samples": 2, "turns": 1}
+    assert cli.bench_pipeline(args)["model"] == {
+        "model": "http://h:8000/v1", "kind": "kernel", "samples": 2, "turns": 1, "constrained": True
+    }
     assert cli.bench_options(args, "cuda").model.endpoint == "http://h:8000/v1"
     searches = [
         {"winner": {"source": "model"}, "candidates_by_source": {"compiler": 3, "model": 4}},

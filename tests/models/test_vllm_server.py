@@ -15,11 +15,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import regex
 from test_model_backends import VALID_SCRIPT, WRONG_KERNEL, Example
 from tiny_models import build_tiny_model
 
 from drtriton_lsp import cli
 from drtriton_lsp.models.backends import OpenAIBackend, Sampling
+from drtriton_lsp.models.script_grammar import answer_pattern, script_line_pattern
 
 VLLM_PYTHON = os.environ.get("DRTRITON_VLLM_PYTHON", "")
 START_LIMIT_S = 900
@@ -90,6 +92,20 @@ def test_the_openai_backend_samples_a_real_vllm_server(example, vllm_server):
     # vLLM stops at the formats' end line (`stop`), and the parser reads each answer without it
     assert answers == [[WRONG_KERNEL] * 3, [VALID_SCRIPT] * 3]
     assert backend.model == str(checkpoint)
+
+
+def test_vllm_holds_script_answers_to_the_grammar_sent_as_structured_outputs(example, vllm_server):
+    url, _checkpoint = vllm_server
+    backend = OpenAIBackend(url)
+    line = script_line_pattern(example.graph)
+    sampling = Sampling(2, temperature=0.8, max_tokens=64)
+    # the trained script is in the grammar: unchanged; the kernel prompt's answer (Python) is not: held to it
+    scripts, held = backend.complete([example.script_prompt, example.kernel_prompt], sampling, constraints=[line, line])
+    assert backend.unconstrained == ""  # vLLM took the regular expression
+    assert scripts == [VALID_SCRIPT] * 2
+    pattern = regex.compile(answer_pattern(line))
+    for answer in held:
+        assert answer.startswith(("kernel ", "keep ")) and pattern.fullmatch(answer, partial=True), answer
 
 
 def test_optimize_with_a_vllm_server_verifies_its_answers_beside_the_compiler(example, vllm_server, tmp_path):

@@ -165,6 +165,9 @@ def _add_eval(commands) -> None:
     evaluate.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="sampling and verification device")
     evaluate.add_argument("--baseline", action="store_true", help="also verify (GPU: time) the compiler's default")
     evaluate.add_argument("--trials", type=int, default=5, help="verification trials with fresh inputs")
+    evaluate.add_argument("--unconstrained", action="store_true",
+                          help="sample script answers freely (default: held to the script grammar, as the product "
+                          "serves the model)")
     evaluate.add_argument("--time-limit", type=float, help="start no program after this many seconds (partial results)")
     evaluate.add_argument("--results", type=Path, default=Path("training/results"), help="output directory")
     evaluate.add_argument("--name", default="eval", help="file name stem of the results (default eval)")
@@ -179,6 +182,7 @@ def _eval(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     options = EvalOptions(
         levels=levels, per_level=args.per_level, samples=args.samples, kind=args.kind, temperature=args.temperature,
         device=args.device, baseline=args.baseline, time_limit_s=args.time_limit, trials=args.trials,
+        constrained=not args.unconstrained,
     )
     try:
         results = evaluate(args.model, options, log=lambda line: print(line, file=sys.stderr, flush=True))

@@ -25,6 +25,7 @@ from drtriton_lsp.engine.suite import git_commit
 from drtriton_lsp.engine.verify import worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
+from drtriton_lsp.models.script_grammar import ScriptGrammar, script_line_pattern
 from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
 
 from drtriton_training.dataset import HELDOUT_LEVELS, load_heldout
@@ -42,6 +43,7 @@ class EvalOptions:
     """levels / per_level: the first `per_level` programs of each held-out level; samples: k; kind: "script" or
     "kernel"; temperature: sampling temperature (k > 1) or 0 for greedy (k = 1); device: where the model samples
     and the verifier runs; baseline: also verify (and on a GPU time) the compiler's own default script;
+    constrained: hold script answers to the script grammar while sampling, as the product serves the model;
     time_limit_s: start no program after this many seconds (the results then say "partial")."""
 
     levels: tuple[int, ...] = HELDOUT_LEVELS
@@ -51,6 +53,7 @@ class EvalOptions:
     temperature: float = 0.8
     device: str = "cpu"
     baseline: bool = False
+    constrained: bool = True
     time_limit_s: float | None = None
     trials: int = 5
     seed: int = 0
@@ -95,8 +98,13 @@ class Sampler:
         self.model = model.to(device).eval()
         self.context = getattr(self.model.config, "max_position_embeddings", None)
 
-    def complete(self, prompt: str, samples: int, temperature: float, max_new_tokens: int) -> list[str]:
-        """`samples` completions of `prompt`, each cut at the format's end line or the end-of-text token."""
+    def complete(
+        self, prompt: str, samples: int, temperature: float, max_new_tokens: int, constraint: str | None = None
+    ) -> list[str]:
+        """`samples` completions of `prompt`, each cut at the format's end line or the end-of-text token;
+        constraint: a script line pattern the answers are held to while sampled (None: free)."""
+        from drtriton_lsp.models.constrained_sampling import constraint_processors
+
         torch = self.torch
         ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"].to(self.device)
         if self.context is not None:
@@ -115,6 +123,9 @@ class Sampler:
                 stop_strings=[formats.END_LINE],
                 tokenizer=self.tokenizer,
                 pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+                logits_processor=constraint_processors(
+                    self.tokenizer, [ScriptGrammar(constraint) if constraint else None], samples, ids.shape[1]
+                ),
                 **sampling,
             )
         return [self.tokenizer.decode(row[ids.shape[1]:], skip_special_tokens=True) for row in output]
@@ -161,7 +172,10 @@ def _evaluate_program(program, level, sampler: Sampler, options: EvalOptions, te
         prompt = formats.script_prompt(capture.graph)
     else:
         prompt = formats.kernel_prompt(program.source)
-    completions = sampler.complete(prompt, options.samples, options.temperature, MAX_NEW_TOKENS[options.kind])
+    constraint = script_line_pattern(capture.graph) if options.kind == "script" and options.constrained else None
+    completions = sampler.complete(
+        prompt, options.samples, options.temperature, MAX_NEW_TOKENS[options.kind], constraint=constraint
+    )
     verdicts: dict[str, tuple[bool, str | None]] = {}
     rejections: dict[str, int] = {}
     invalid: dict[str, int] = {}
@@ -294,6 +308,7 @@ def _results(model_dir: Path, options: EvalOptions, programs, stopped: bool, sec
             "kind": options.kind, "levels": list(options.levels), "per_level": options.per_level,
             "samples": options.samples, "temperature": options.temperature, "device": options.device,
             "trials": options.trials, "baseline": options.baseline,
+            "constrained": options.constrained and options.kind == "script",
         },
         "partial": stopped,
         "seconds": round(seconds, 1),
@@ -347,8 +362,9 @@ def to_markdown(results: dict[str, Any]) -> str:
         f"format {model['format']})",
         f"- machine: {results['machine'].get('gpu') or results['machine']['platform']}, torch "
         f"{results['machine']['torch']}; verification on {options['device']}",
-        f"- {options['per_level']} programs per level, k = {k} samples at temperature {options['temperature']}; "
-        f"{results['seconds']} s" + (" (stopped at the time limit: partial)" if results["partial"] else ""),
+        f"- {options['per_level']} programs per level, k = {k} samples at temperature {options['temperature']}"
+        + (", held to the script grammar while sampled" if options.get("constrained") else ", sampled freely")
+        + f"; {results['seconds']} s" + (" (stopped at the time limit: partial)" if results["partial"] else ""),
         "",
     ]
     columns = ["programs", "valid_share", "pass@1", f"pass@{k}"]

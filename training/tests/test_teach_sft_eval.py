@@ -18,7 +18,7 @@ from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
 from drtriton_training import cli
 from drtriton_training.dataset import heldout_hashes, load_heldout
-from drtriton_training.evaluate import EvalOptions, evaluate, pass_at_k
+from drtriton_training.evaluate import EvalOptions, evaluate, pass_at_k, to_markdown
 from drtriton_training.sft import train_tokenizer
 from drtriton_training.sft_configs import RECIPES, SftRecipe, recipe
 from drtriton_training import teach
@@ -186,8 +186,10 @@ class ScriptedSampler:
 
     def __init__(self, completions: list[str]):
         self.completions = completions
+        self.constraints: list[str | None] = []
 
-    def complete(self, prompt, samples, temperature, max_new_tokens):
+    def complete(self, prompt, samples, temperature, max_new_tokens, constraint=None):
+        self.constraints.append(constraint)
         return self.completions[:samples]
 
 
@@ -211,6 +213,12 @@ def test_eval_counts_a_verified_answer_an_invalid_one_and_pass_at_k(tmp_path):
     assert sum(record["invalid_reasons"].values()) == 1
     assert results["overall"]["valid_share"] == 0.5
     assert results["overall"]["pass@1"] == 0.5 and results["overall"]["pass@2"] == 1.0
+    # the model is evaluated as the product serves it: script answers held to the grammar of the program's ops
+    assert results["options"]["constrained"] and sampler.constraints[-1].startswith("(keep (")
+    assert "held to the script grammar while sampled" in to_markdown(results)
+    free = evaluate(model_dir, EvalOptions(levels=(1,), per_level=1, samples=2, constrained=False),
+                    log=lambda _line: None, sampler=sampler)
+    assert sampler.constraints[-1] is None and "sampled freely" in to_markdown(free)
 
 
 @pytest.mark.slow
