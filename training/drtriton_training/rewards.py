@@ -17,7 +17,7 @@ import multiprocessing
 import os
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,7 +26,6 @@ from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.gpu_lock import GPU_LOCK_VARIABLE
 from drtriton_lsp.engine.task import Task
 from drtriton_lsp.errors import DrtritonError
-from drtriton_lsp.models import formats
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
 
 VERIFIED_REWARD = 1.0
@@ -292,6 +291,3 @@ def _message_kind(message: str | None) -> str:
     text = message or "unparsed"
     return text.split(": ", 1)[1][:80] if text.startswith("line ") and ": " in text else text[:80]
 
-
-def verdict_record(verdict: RolloutVerdict) -> dict[str, Any]:
-    return {**asdict(verdict), "correctness": verdict.correctness}

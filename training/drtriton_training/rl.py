@@ -62,8 +62,9 @@ def rl(recipe: RlRecipe, out: Path, *, objective: str, resume: bool = False, log
             speed_on=speed_on, samples_path=out / SAMPLES_FILE, samples_kept=recipe.samples_kept_per_step,
             monitor=RejectionMonitor(recipe.hacking_window_steps, recipe.hacking_rise), on_step=step_log.step,
         )
-        trainer, time_limit = _trainer(recipe, objective, model_path, programs, curriculum, reward, step_log, checkpoints,
-                                       started)
+        trainer, time_limit = _trainer(
+            recipe, objective, model_path, programs, curriculum, reward, step_log, checkpoints, started
+        )
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         step = trainer.state.global_step
         manifest = {
@@ -71,7 +72,7 @@ def rl(recipe: RlRecipe, out: Path, *, objective: str, resume: bool = False, log
             "format": formats.FORMAT_VERSION,
             "teacher": teacher_version(),
             "kinds": [recipe.kind],
-            "recipe": {"name": recipe.name, **asdict(recipe)},
+            "recipe": asdict(recipe),
             "rl": {"objective": objective, "start": str(model_path), "curriculum": asdict(curriculum)},
             "steps": step,
             "complete": step >= recipe.max_steps,
@@ -119,7 +120,8 @@ def _programs(recipe: RlRecipe, out: Path, pool: JudgePool, log) -> list[RlProgr
     programs = []
     for synthetic, captured in zip(chosen, pool.capture([program.source for program in chosen])):
         if "error" in captured:
-            log(f"rl {recipe.name}: left out {synthetic.hash} (level {synthetic.metadata['level']}): {captured['error']}")
+            level = synthetic.metadata["level"]
+            log(f"rl {recipe.name}: left out {synthetic.hash} (level {level}): {captured['error']}")
             continue
         graph = captured["graph"]
         prompt = (formats.script_prompt(OpGraph.from_json(graph)) if recipe.kind == "script"
@@ -245,7 +247,8 @@ def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_l
     context = json.loads((Path(model_path) / "config.json").read_text()).get("max_position_embeddings")
     train = [p for p in programs if p.split == "train"
              and (context is None or len(tokenizer(p.prompt)["input_ids"]) + recipe.max_completion_length <= context)]
-    validation = {level: [p for p in programs if p.split == "validation" and p.level == level] for level in recipe.levels}
+    validation = {level: [p for p in programs if p.split == "validation" and p.level == level]
+                  for level in recipe.levels}
     indices_by_level = {level: [i for i, p in enumerate(train) if p.level == level] for level in recipe.levels}
     empty = [level for level, indices in indices_by_level.items() if not indices]
     if empty:

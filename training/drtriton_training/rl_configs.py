@@ -52,8 +52,8 @@ class RlRecipe:
         temperature (`float`, default `1.0`): rollout sampling temperature.
         device (`str`, default `"cuda"`): where rollouts are verified and timed. "cpu" verifies under Triton's
             interpreter and turns the speed term off (the run says so in its log).
-        reward_workers (`int`, default `16`): processes judging rollouts (each runs the product's verifier and
-            benchmark through its own worker processes; never the trainer's process).
+        reward_workers (`int`, default `16`): processes judging rollouts, per training process (each runs the
+            product's verifier and benchmark through worker processes of its own; never the trainer's process).
         trials (`int`, default `5`): verification trials with fresh inputs, as `drtriton optimize`.
         samples_kept_per_step (`int`, default `4`): accepted rollouts written to samples.jsonl each step.
         hacking_window_steps (`int`, default `5`), hacking_rise (`float`, default `0.2`): warn when a rejection
@@ -184,7 +184,8 @@ RECIPES = {
     ),
     # Several GPUs (accelerate launch --config_file training/configs/accelerate_multi_gpu.yaml -m
     # drtriton_training.cli rl --config multi_gpu ...): prompts_per_step is per GPU, each GPU's batch holds whole
-    # groups (DRPO's groups never straddle GPUs); vLLM generates the rollouts where it is installed (colocated).
+    # groups (DRPO's groups never straddle GPUs); vLLM generates the rollouts where it is installed (colocated);
+    # 12 reward processes per GPU process leave cores to the trainers on a 128-core, 8-GPU host.
     "multi_gpu": RlRecipe(
         name="multi_gpu",
         model=str(SHIPPED_MODEL),
@@ -192,7 +193,7 @@ RECIPES = {
         eval_programs_per_level=16,
         prompts_per_step=8,
         num_generations=16,
-        reward_workers=32,
+        reward_workers=12,
         time_limit_s=420.0,
         bf16=True,
         use_vllm=True,
