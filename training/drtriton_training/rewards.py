@@ -260,6 +260,7 @@ class DecoupledReward:
         speeds = [verdict.speed for verdict in verdicts if verdict.speed is not None]
         stats: dict[str, Any] = {
             "step": step,
+            "prompt_levels": sorted({self.programs[h].level for h in hashes}),  # an advance shows a step late
             "rollouts": len(verdicts),
             "outcomes": {outcome: outcomes[outcome] for outcome in OUTCOMES},
             "rejections": dict(rejections.most_common()),

@@ -222,7 +222,8 @@ def test_rl_tiny_runs_end_to_end_advances_its_curriculum_and_resumes(tmp_path, c
     steps = [record for record in records if record["event"] == "step"]
     assert [record["step"] for record in steps] == [1, 2]
     for record in steps:
-        assert record["level"] == 2 and "pass@1" in record and record["rollouts"] == 8
+        assert record["level"] == 2 and record["prompt_levels"] == [2] and "pass@1" in record
+        assert record["rollouts"] == 8
         assert set(record["correctness"]) == {"mean", "min", "max"} and sum(record["outcomes"].values()) == 8
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     assert [sample["step"] for sample in samples] == [1, 2]
