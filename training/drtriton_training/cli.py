@@ -1,7 +1,7 @@
-"""`drtriton-train`: the training package's command line: synth, teach, sft, eval, compare.
+"""`drtriton-train`: the training package's command line: synth, teach, sft, rl, eval, compare.
 
-`synth` writes CSP-DAG programs; `teach` turns them into SFT examples; `sft` trains a model; `eval` measures it;
-`compare` measures what it adds to the product's search.
+`synth` writes CSP-DAG programs; `teach` turns them into SFT examples; `sft` trains a model; `rl` trains it further
+against the verifier; `eval` measures it; `compare` measures what it adds to the product's search.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     synth.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
     _add_teach(commands)
     _add_sft(commands)
+    _add_rl(commands)
     _add_eval(commands)
     _add_compare(commands)
     args = parser.parse_args(argv)
@@ -39,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         return _teach(parser, args)
     if args.command == "sft":
         return _sft(parser, args)
+    if args.command == "rl":
+        return _rl(parser, args)
 
     try:
         levels = [int(level) for level in args.levels.split(",")]
@@ -145,6 +148,54 @@ def _sft(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return 1
     state = "complete" if manifest["complete"] else "stopped early: run the same command again to resume"
     print(f"sft {chosen.name}: {manifest['steps']} steps ({state}); model in {args.out / 'model'}")
+    return 0
+
+
+def _add_rl(commands) -> None:
+    rl = commands.add_parser(
+        "rl",
+        help="curriculum RL from an SFT model, rewarded by the verifier (DRPO or GRPO on trl); resumable",
+        description="Sample rollouts for CSP-DAG programs of the curriculum's level, judge each with drtriton's "
+        "verifier (and on a GPU its benchmark) in worker processes, and train with DRPO's decoupled objective or "
+        "GRPO's summed reward; advance a level when validation pass@1 reaches the threshold. Fields are documented "
+        "in drtriton_training/rl_configs.py.",
+    )
+    rl.add_argument("--config", required=True, help="recipe: tiny (CPU, CI), small (one GPU) or multi_gpu")
+    rl.add_argument("--steps", type=int, help="optimiser steps in all (sets max_steps; a resumed run goes on to it)")
+    rl.add_argument("--out", type=Path, required=True, help="run directory: programs, checkpoints, logs, model/")
+    rl.add_argument("--objective", choices=("drpo", "grpo"), default="drpo",
+                    help="drpo (default): decoupled correctness and speed; grpo: their sum as one reward")
+    rl.add_argument("--model", help="the SFT model directory to start from (default: the config's)")
+    rl.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    rl.add_argument("--advance-threshold", type=float, help="validation pass@1 that advances a level (default 0.5)")
+    rl.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                    help="override a recipe field, e.g. --set eval_every_steps=5 (repeatable)")
+
+
+def _rl(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from drtriton_lsp.errors import DrtritonError
+
+    from drtriton_training.rl import rl
+    from drtriton_training.rl_configs import recipe
+
+    overrides = list(args.overrides)
+    overrides += [f"max_steps={args.steps}"] if args.steps is not None else []
+    overrides += [f"model={args.model}"] if args.model else []
+    overrides += [f"advance_threshold={args.advance_threshold}"] if args.advance_threshold is not None else []
+    try:
+        chosen = recipe(args.config, overrides)
+    except ValueError as error:
+        parser.error(str(error))
+    try:
+        manifest = rl(chosen, args.out, objective=args.objective, resume=args.resume,
+                      log=lambda line: print(line, file=sys.stderr, flush=True))
+    except DrtritonError as error:
+        print(f"drtriton-train rl: {error.message}\n  {error.hint}", file=sys.stderr)
+        return 1
+    state = "complete" if manifest["complete"] else "stopped early: run again with --resume to continue"
+    level = manifest["rl"]["curriculum"]["levels"][manifest["rl"]["curriculum"]["index"]]
+    print(f"rl {chosen.name} ({args.objective}): {manifest['steps']} steps ({state}), level {level}; "
+          f"model in {args.out / 'model'}")
     return 0
 
 

@@ -36,6 +36,8 @@ RESULTS_SCHEMA = "drtriton.train-eval/1"
 REPOSITORY = Path(__file__).resolve().parents[2]
 MAX_NEW_TOKENS = {"script": 512, "kernel": 4096}
 TIMING_KEYS = ("eager_ms", "compile_ms", "triton_ms", "speedup_vs_eager", "speedup_vs_compile")
+# What `module_of` says of a script that keeps every op in PyTorch: valid, but no candidate to verify.
+NO_KERNEL = "no kernel: the script keeps every op in PyTorch"
 
 
 @dataclass
@@ -78,25 +80,33 @@ def checkpoint_hash(model_dir: Path) -> str:
 
 
 class Sampler:
-    """A causal LM and its tokenizer loaded from a `drtriton-train sft` model directory (a LoRA adapter on its
-    base included), sampling completions of prompts in the model formats."""
+    """A causal LM and its tokenizer, sampling completions of prompts in the model formats: loaded from a
+    `drtriton-train sft` model directory (`Sampler.load`, a LoRA adapter on its base included), or a model in memory
+    (`rl` evaluates the policy it is training)."""
 
-    def __init__(self, model_dir: Path, device: str, seed: int = 0):
+    def __init__(self, model, tokenizer, device: str, seed: int = 0):
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.torch = torch
         self.device = device
         self.seed = seed
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.tokenizer = tokenizer
+        self.model = model
+        self.context = getattr(model.config, "max_position_embeddings", None)
+
+    @classmethod
+    def load(cls, model_dir: Path, device: str, seed: int = 0) -> Sampler:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
         if (model_dir / "adapter_config.json").is_file():
             from peft import AutoPeftModelForCausalLM
 
             model = AutoPeftModelForCausalLM.from_pretrained(model_dir)
         else:
             model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32 if device == "cpu" else None)
-        self.model = model.to(device).eval()
-        self.context = getattr(self.model.config, "max_position_embeddings", None)
+        return cls(model.to(device).eval(), tokenizer, device, seed)
 
     def complete(
         self, prompt: str, samples: int, temperature: float, max_new_tokens: int, constraint: str | None = None
@@ -140,7 +150,7 @@ def evaluate(model_dir: Path, options: EvalOptions, log=print, sampler: Sampler 
     if options.temperature <= 0 and options.samples > 1:
         raise DrtritonError("greedy decoding gives one answer, not k", "use --temperature above 0 with --samples > 1")
     started = time.monotonic()
-    sampler = sampler or Sampler(model_dir, options.device, options.seed)
+    sampler = sampler or Sampler.load(model_dir, options.device, options.seed)
     teach_options = TeachOptions(device=options.device, trials=options.trials)
     programs: list[dict[str, Any]] = []
     stopped = False
@@ -180,7 +190,7 @@ def _evaluate_program(program, level, sampler: Sampler, options: EvalOptions, te
     rejections: dict[str, int] = {}
     invalid: dict[str, int] = {}
     for completion in completions:
-        module, problem = _module_of(completion, capture, options.kind)
+        module, problem = module_of(completion, capture, options.kind)
         if module is None:
             kind_of_problem = re.sub(r"^line [0-9]+: ", "", problem)[:80]
             invalid[kind_of_problem] = invalid.get(kind_of_problem, 0) + 1
@@ -211,7 +221,7 @@ def _evaluate_program(program, level, sampler: Sampler, options: EvalOptions, te
     return record
 
 
-def _module_of(completion: str, capture, kind: str) -> tuple[str | None, str]:
+def module_of(completion: str, capture, kind: str) -> tuple[str | None, str]:
     """The ModelNew module an answer stands for (scripts are decoded by the compiler), or why there is none."""
     if kind == "kernel":
         answer = formats.extract_kernel_answer(completion)
@@ -225,7 +235,7 @@ def _module_of(completion: str, capture, kind: str) -> tuple[str | None, str]:
         capture.graph, prefix="model", forward_params=capture.forward_params, has_self=True, schedule=answer.script
     )
     if not program.kernels:
-        return None, "no kernel: the script keeps every op in PyTorch"
+        return None, NO_KERNEL
     return kernel_candidate(capture, program), ""
 
 
@@ -233,17 +243,24 @@ def _best_timing(capture, modules: list[str], options: EvalOptions, runner) -> d
     """The product's benchmark (eager, torch.compile, Triton on the GPU) of each module; the fastest Triton one."""
     best = None
     for module in modules:
-        try:
-            measured = runner.call(
-                "benchmark", {"task": capture.task.to_json(), "candidate": module},
-                limits=options.benchmark_limits, env=worker_environment("cuda"),
-            )
-        except JobFailure:
-            continue
-        timing = measured.get("timing")
+        timing = benchmark_module(capture, module, options.benchmark_limits, runner)
         if timing and (best is None or timing["triton_ms"] < best["triton_ms"]):
-            best = {key: timing.get(key) for key in TIMING_KEYS}
+            best = timing
     return best
+
+
+def benchmark_module(capture, module: str, limits: JobLimits, runner) -> dict[str, Any] | None:
+    """The product's benchmark worker on the GPU: eager PyTorch, torch.compile and the module's Triton kernels
+    (`TIMING_KEYS`), or None when the worker failed or timed nothing."""
+    try:
+        measured = runner.call(
+            "benchmark", {"task": capture.task.to_json(), "candidate": module},
+            limits=limits, env=worker_environment("cuda"),
+        )
+    except JobFailure:
+        return None
+    timing = measured.get("timing")
+    return {key: timing.get(key) for key in TIMING_KEYS} if timing else None
 
 
 def geometric_mean(values: list[float]) -> float | None:
@@ -251,7 +268,9 @@ def geometric_mean(values: list[float]) -> float | None:
     return math.exp(statistics.fmean(math.log(value) for value in values)) if values else None
 
 
-def _summary(records: list[dict[str, Any]], samples: int) -> dict[str, Any]:
+def level_summary(records: list[dict[str, Any]], samples: int) -> dict[str, Any]:
+    """Valid share, pass@1 and pass@k (k = `samples`) of per-program records (`samples`, `valid`, `correct`; those
+    with an `error` are counted as capture errors), with the baseline and timing summaries where recorded."""
     judged = [record for record in records if "error" not in record]
     total = sum(record["samples"] for record in judged)
 
@@ -291,7 +310,7 @@ def _results(model_dir: Path, options: EvalOptions, programs, stopped: bool, sec
     manifest_path = model_dir / MANIFEST
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     by_level = {
-        str(level): _summary([record for record in programs if record["level"] == level], options.samples)
+        str(level): level_summary([record for record in programs if record["level"] == level], options.samples)
         for level in options.levels
     }
     return {
@@ -312,7 +331,7 @@ def _results(model_dir: Path, options: EvalOptions, programs, stopped: bool, sec
         },
         "partial": stopped,
         "seconds": round(seconds, 1),
-        "overall": _summary(programs, options.samples),
+        "overall": level_summary(programs, options.samples),
         "by_level": by_level,
         "programs": programs,
     }

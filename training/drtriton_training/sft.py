@@ -83,7 +83,7 @@ def sft(recipe: SftRecipe, data: list[Path], out: Path, log=print) -> dict[str, 
     Returns the manifest written beside the model. Resumes from the latest checkpoint in out/checkpoints, with the
     tokenizer saved in out/tokenizer by the first chunk."""
     from datasets import Dataset
-    from transformers import AutoTokenizer, TrainerCallback
+    from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     examples = load_examples(data, kinds=recipe.kinds, statuses=recipe.statuses, split="train")
@@ -140,20 +140,7 @@ def sft(recipe: SftRecipe, data: list[Path], out: Path, log=print) -> dict[str, 
         dataloader_num_workers=0,
     )
     started = time.monotonic()
-
-    class TimeLimit(TrainerCallback):
-        """Stops training (and saves a checkpoint to resume from) once the recipe's time limit has passed."""
-
-        stopped = False
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if recipe.time_limit_s is not None and time.monotonic() - started > recipe.time_limit_s:
-                control.should_training_stop = True
-                control.should_save = True
-                self.stopped = True
-            return control
-
-    time_limit = TimeLimit()
+    time_limit = time_limit_callback(recipe.time_limit_s, started)
 
     peft_config = None
     if recipe.lora:
@@ -171,7 +158,7 @@ def sft(recipe: SftRecipe, data: list[Path], out: Path, log=print) -> dict[str, 
         callbacks=[time_limit],
         peft_config=peft_config,
     )
-    resume = _latest_checkpoint(checkpoints)
+    resume = latest_checkpoint(checkpoints)
     if resume:
         log(f"sft {recipe.name}: resuming from {resume.name}")
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
@@ -195,24 +182,48 @@ def sft(recipe: SftRecipe, data: list[Path], out: Path, log=print) -> dict[str, 
         "train_seconds_this_chunk": round(time.monotonic() - started, 1),
         "train_runtime_s": result.metrics.get("train_runtime"),
     }
-    save_model(trainer.model, tokenizer, out / "model", recipe, manifest)
+    save_model(
+        trainer.model, tokenizer, out / "model", manifest,
+        lora=recipe.lora, save_dtype=recipe.save_dtype, max_shard_size=recipe.max_shard_size,
+    )
     log(f"sft {recipe.name}: step {step}/{recipe.max_steps}, loss {manifest['final_loss']}, saved {out / 'model'}")
     return manifest
 
 
-def save_model(model, tokenizer, directory: Path, recipe: SftRecipe, manifest: dict[str, Any]) -> None:
-    """Sharded safetensors (LoRA: the adapter), the tokenizer and the manifest. Generation caches again: SFT
-    switches `use_cache` off while training, and a saved config keeps it off otherwise."""
+def time_limit_callback(time_limit_s: float | None, started: float):
+    """A trainer callback that stops training (and saves a checkpoint to resume from) at the first step end after
+    `time_limit_s` seconds from `started` (a `time.monotonic()` reading); None: no limit. Its `stopped` says
+    whether it stopped the run."""
+    from transformers import TrainerCallback
+
+    class TimeLimit(TrainerCallback):
+        stopped = False
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if time_limit_s is not None and time.monotonic() - started > time_limit_s:
+                control.should_training_stop = True
+                control.should_save = True
+                self.stopped = True
+            return control
+
+    return TimeLimit()
+
+
+def save_model(
+    model, tokenizer, directory: Path, manifest: dict[str, Any], *, lora: bool, save_dtype: str, max_shard_size: str
+) -> None:
+    """Safetensors in shards of at most `max_shard_size`, in `save_dtype` (LoRA: the adapter), the tokenizer and the
+    manifest. Generation caches again: training switches `use_cache` off, and a saved config keeps it off otherwise."""
     import torch
 
     directory.mkdir(parents=True, exist_ok=True)
     model.config.use_cache = True
-    if recipe.lora:
+    if lora:
         model.save_pretrained(directory)
     else:
-        dtype = getattr(torch, recipe.save_dtype)
+        dtype = getattr(torch, save_dtype)
         original = next(model.parameters()).dtype
-        model.to(dtype).save_pretrained(directory, max_shard_size=recipe.max_shard_size, safe_serialization=True)
+        model.to(dtype).save_pretrained(directory, max_shard_size=max_shard_size, safe_serialization=True)
         model.to(original)
     tokenizer.save_pretrained(directory)
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
@@ -244,6 +255,7 @@ def _rows(examples, tokenizer, max_length: int) -> tuple[list[dict[str, str]], i
     return rows, too_long, split
 
 
-def _latest_checkpoint(directory: Path) -> Path | None:
+def latest_checkpoint(directory: Path) -> Path | None:
+    """The `checkpoint-N` directory with the highest N under `directory`, or None."""
     checkpoints = [path for path in directory.glob("checkpoint-*") if path.name.split("-")[-1].isdigit()]
     return max(checkpoints, key=lambda path: int(path.name.split("-")[-1]), default=None)

@@ -10,6 +10,10 @@ import dataclasses
 from dataclasses import dataclass, field
 
 
+# Fields that also take "none" (`--set time_limit_s=none`), with the type of their other values.
+NULLABLE_FIELDS = {"base_model": str, "time_limit_s": float}
+
+
 @dataclass(frozen=True)
 class SftRecipe:
     """One supervised fine-tuning recipe (trl's `SFTTrainer` underneath).
@@ -109,22 +113,25 @@ class SftRecipe:
             if not equals or name not in fields or name in ("name", "notes"):
                 settable = ", ".join(n for n in fields if n not in ("name", "notes"))
                 raise ValueError(f"--set takes FIELD=VALUE with a recipe field ({settable}); got {assignment!r}")
-            changes[name] = _parse_field(name, text, getattr(self, name))
+            changes[name] = parse_field(name, text, getattr(self, name), NULLABLE_FIELDS)
         return dataclasses.replace(self, **changes)
 
 
-def _parse_field(name: str, text: str, current: object) -> object:
+def parse_field(name: str, text: str, current: object, nullable: dict[str, type]) -> object:
+    """`text` as a value of the recipe field `name`, whose current value is `current`; the fields in `nullable`
+    (name -> type of a value that is not None) also take "none". Raises ValueError saying what the field takes."""
     if isinstance(current, bool):
         if text.lower() not in ("true", "false"):
             raise ValueError(f"{name} takes true or false, got {text!r}")
         return text.lower() == "true"
     if isinstance(current, tuple):
-        return tuple(part for part in text.split(",") if part)
-    if text.lower() == "none" and name in ("base_model", "time_limit_s"):
-        return None
-    if isinstance(current, int) or name == "max_steps":
+        parts = tuple(part for part in text.split(",") if part)
+        return tuple(int(part) for part in parts) if current and isinstance(current[0], int) else parts
+    if name in nullable and (current is None or text.lower() == "none"):
+        return None if text.lower() == "none" else nullable[name](text)
+    if isinstance(current, int):
         return int(text)
-    if isinstance(current, float) or name == "time_limit_s":
+    if isinstance(current, float):
         return float(text)
     return text
 

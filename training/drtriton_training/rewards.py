@@ -1,0 +1,294 @@
+"""The decoupled reward of `drtriton-train rl`: every rollout judged by the product's verifier (and, on a GPU, timed
+by its benchmark) in a pool of worker processes, with correctness and speed kept as two separate signals.
+
+| rollout | correctness | speed r_s |
+| --- | --- | --- |
+| verified | 1.0 | log(t_torch / t_triton) on a GPU; 0.0 on the CPU (off) |
+| rejected by the verifier (wrong result, crash, timeout...) | 0.0 | none |
+| does not parse (the parser's message is logged) | -0.5 | none |
+| rejected for cheating (`CHEATING_REASONS`), or a script that keeps every op in PyTorch | -1.0 | none |
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import os
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from drtriton_lsp.compiler.codegen import compile_graph
+from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.engine.gpu_lock import GPU_LOCK_VARIABLE
+from drtriton_lsp.engine.task import Task
+from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.runners.local import JobLimits, LocalRunner
+
+VERIFIED_REWARD = 1.0
+REJECTED_REWARD = 0.0
+UNPARSED_REWARD = -0.5
+CHEATING_REWARD = -1.0
+# The verifier's rejections (drtriton_lsp.engine.verify.REJECTION_REASONS) that say the answer reached for the
+# reference, left the maths to PyTorch, or forged what the judge reads, rather than computing it wrongly.
+CHEATING_REASONS = frozenset({
+    "calls_reference",  # imports or reaches the task's own Model
+    "reference_in_pytorch",  # the ATen audit: the maths ran in PyTorch, the kernels only moved data
+    "kernels_have_no_effect",  # right even with every Triton launch skipped
+    "no_triton_kernel",  # no kernel at all (for a script: every op kept in PyTorch)
+    "no_triton_launch",  # kernels defined, none launched
+    "try_except_fallback",  # a try/except that can fall back to PyTorch
+    "forbidden_construct",  # code that could tamper with the checks
+    "protocol_violation",  # answered the judge something other than results (forged outputs or counts)
+    "state_across_calls",  # returned an earlier call's result (a cache that forges the answer)
+})
+# A rollout's outcome, from best to worst.
+OUTCOMES = ("verified", "rejected", "unparsed", "cheating")
+CORRECTNESS = {"verified": VERIFIED_REWARD, "rejected": REJECTED_REWARD, "unparsed": UNPARSED_REWARD,
+               "cheating": CHEATING_REWARD}
+CAPTURE_LIMITS = JobLimits(timeout_s=180)
+BENCHMARK_LIMITS = JobLimits(timeout_s=300)
+
+
+@dataclass(frozen=True)
+class RlProgram:
+    """A CSP-DAG program RL trains or measures on, captured: its source, op graph, forward parameters and prompt."""
+
+    hash: str
+    level: int
+    split: str
+    source: str
+    graph: dict[str, Any]
+    forward_params: tuple[str, ...]
+    prompt: str
+
+
+@dataclass(frozen=True)
+class RolloutVerdict:
+    """What the judge said of one rollout: its outcome (`OUTCOMES`), the verifier's rejection reason or the parser's
+    message, and on a GPU the speed term r_s = log(eager ms / Triton ms) with the timing it came from."""
+
+    outcome: str
+    reason: str | None = None
+    detail: str = ""
+    speed: float | None = None
+    timing: dict[str, Any] | None = None
+
+    @property
+    def correctness(self) -> float:
+        return CORRECTNESS[self.outcome]
+
+
+# ---- the pool's side: one LocalRunner per pool process; every job it runs is a worker process of its own
+
+_runner: LocalRunner | None = None
+
+
+def _start_pool_process(gpu_lock: str | None) -> None:
+    global _runner
+    if gpu_lock:  # verifications share the GPU, a timing runs alone (drtriton_lsp.engine.gpu_lock)
+        os.environ[GPU_LOCK_VARIABLE] = gpu_lock
+    _runner = LocalRunner()
+
+
+def capture_job(source: str) -> dict[str, Any]:
+    """Pool job: capture a KernelBench-form program (graph and forward parameters), or why it could not be."""
+    from drtriton_training.teach import capture_program
+
+    try:
+        capture = capture_program(source, _runner, CAPTURE_LIMITS)
+    except DrtritonError as error:
+        return {"error": error.message[:300]}
+    return {"graph": capture.graph.to_json(), "forward_params": list(capture.forward_params)}
+
+
+_captures: dict[str, Any] = {}
+
+
+def _capture_of(program: RlProgram):
+    """The program as teach captured it (its default schedule compiled), rebuilt once per pool process."""
+    from drtriton_training.teach import PREFIX, TARGET, Capture
+
+    if program.hash in _captures:
+        return _captures[program.hash]
+    graph = OpGraph.from_json(program.graph)
+    forward_params = list(program.forward_params)
+    compiled = compile_graph(graph, prefix=PREFIX, forward_params=forward_params, has_self=True)
+    _captures[program.hash] = Capture(Task(name=TARGET, kind="module", source=program.source), graph, compiled,
+                                      forward_params)
+    return _captures[program.hash]
+
+
+def judge_job(program: RlProgram, completion: str, kind: str, device: str, trials: int) -> RolloutVerdict:
+    """Pool job: parse one rollout, verify the module it stands for, and on a GPU time a verified one."""
+    from drtriton_training.evaluate import NO_KERNEL, benchmark_module, module_of
+    from drtriton_training.teach import TeachOptions, verify_module
+
+    capture = _capture_of(program)
+    module, problem = module_of(completion, capture, kind)
+    if module is None:
+        if problem == NO_KERNEL:
+            return RolloutVerdict("cheating", "no_triton_kernel", problem)
+        return RolloutVerdict("unparsed", problem[:300])
+    verdict = verify_module(capture, module, TeachOptions(device=device, trials=trials), _runner)
+    if not verdict.verified:
+        outcome = "cheating" if verdict.reason in CHEATING_REASONS else "rejected"
+        return RolloutVerdict(outcome, verdict.reason or "rejected", verdict.detail[:300])
+    if device != "cuda":
+        return RolloutVerdict("verified")
+    timing = benchmark_module(capture, module, BENCHMARK_LIMITS, _runner)
+    if not timing or not timing.get("eager_ms") or not timing.get("triton_ms"):
+        return RolloutVerdict("verified", detail="verified, but the benchmark timed nothing", timing=timing)
+    return RolloutVerdict("verified", speed=math.log(timing["eager_ms"] / timing["triton_ms"]), timing=timing)
+
+
+class JudgePool:
+    """Processes that capture programs and judge rollouts (the product's verifier and benchmark, each job in a worker
+    process of its own), so nothing a rollout contains ever runs in the trainer's process."""
+
+    def __init__(self, workers: int, device: str, gpu_lock: Path | None = None):
+        self.device = device
+        # spawned, not forked: the trainer's process holds torch's threads (and on a GPU, CUDA)
+        self.executor = ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start_pool_process, initargs=(str(gpu_lock) if gpu_lock and device == "cuda" else None,),
+        )
+
+    def capture(self, sources: list[str]) -> list[dict[str, Any]]:
+        return list(self.executor.map(capture_job, sources))
+
+    def judge(self, jobs: list[tuple[RlProgram, str]], kind: str, trials: int) -> list[RolloutVerdict]:
+        """Verdicts for (program, completion) pairs, in order."""
+        futures = [self.executor.submit(judge_job, program, completion, kind, self.device, trials)
+                   for program, completion in jobs]
+        return [future.result() for future in futures]
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> JudgePool:
+        return self
+
+    def __exit__(self, *_exc_info) -> None:
+        self.close()
+
+
+@dataclass
+class RejectionMonitor:
+    """Watches each rejection kind's share of the rollouts step by step; a share that rises by `rise` from one window
+    of `window` steps to the next is the sign of a model learning to game the verifier, and is reported."""
+
+    window: int
+    rise: float
+    history: list[tuple[Counter, int]] = field(default_factory=list)
+
+    def update(self, rejections: Counter, rollouts: int) -> list[str]:
+        """Record one step's rejection counts; the warnings this step raises (one per rising kind)."""
+        self.history.append((rejections, rollouts))
+        if len(self.history) < 2 * self.window:
+            return []
+        earlier, recent = self.history[-2 * self.window:-self.window], self.history[-self.window:]
+        warnings = []
+        for reason in sorted(set().union(*(counts for counts, _ in recent))):
+            before, now = _share(earlier, reason), _share(recent, reason)
+            if now - before >= self.rise:
+                warnings.append(f"rejections for {reason} rose from {before:.0%} to {now:.0%} of the rollouts over "
+                                f"the last {self.window} steps: read samples and rejections (reward hacking?)")
+        return warnings
+
+
+def _share(steps: list[tuple[Counter, int]], reason: str) -> float:
+    rollouts = sum(total for _, total in steps)
+    return sum(counts[reason] for counts, _ in steps) / rollouts if rollouts else 0.0
+
+
+class DecoupledReward:
+    """The two reward functions trl's GRPOTrainer calls (`correctness`, then `speed`, on the same rollouts), over
+    verdicts of the judge pool; per step it reports outcome counts, rejection kinds, parser messages and reward
+    statistics to `on_step`, and writes a sample of accepted rollouts to `samples_path`.
+
+    programs: every program a prompt can come from, by hash; speed_on: the speed term is measured (a GPU)."""
+
+    def __init__(
+        self, programs: dict[str, RlProgram], pool: JudgePool, *, kind: str, trials: int, speed_on: bool,
+        samples_path: Path, samples_kept: int, monitor: RejectionMonitor,
+        on_step: Callable[[dict[str, Any]], None] = lambda _stats: None,
+    ):
+        self.programs = programs
+        self.pool = pool
+        self.kind = kind
+        self.trials = trials
+        self.speed_on = speed_on
+        self.samples_path = samples_path
+        self.samples_kept = samples_kept
+        self.monitor = monitor
+        self.on_step = on_step
+        self.verdicts: dict[tuple[str, str], RolloutVerdict] = {}
+        self.batch: tuple[list[str], list[RolloutVerdict]] = ([], [])
+
+    def judge(self, hashes: list[str], completions: list[str]) -> list[RolloutVerdict]:
+        """Verdicts for each rollout; a (program, completion) pair judged before is not judged again."""
+        keys = list(zip(hashes, completions))
+        new = list(dict.fromkeys(key for key in keys if key not in self.verdicts))
+        judged = self.pool.judge([(self.programs[h], completion) for h, completion in new], self.kind, self.trials)
+        self.verdicts.update(zip(new, judged))
+        return [self.verdicts[key] for key in keys]
+
+    def correctness(self, prompts, completions, program_hash, trainer_state=None, **_columns) -> list[float]:
+        verdicts = self.judge(list(program_hash), list(completions))
+        self.batch = (list(completions), verdicts)
+        step = (trainer_state.global_step if trainer_state is not None else 0) + 1
+        self._report(step, list(program_hash), list(completions), verdicts)
+        return [verdict.correctness for verdict in verdicts]
+
+    def speed(self, prompts, completions, program_hash, **_columns) -> list[float | None]:
+        """r_s for verified rollouts (0.0 where the speed term is off or the benchmark timed nothing), None (not
+        applicable: trl leaves it out of the speed's mean) for the others."""
+        judged, verdicts = self.batch
+        if judged != list(completions):
+            verdicts = self.judge(list(program_hash), list(completions))
+        return [(verdict.speed or 0.0) if verdict.outcome == "verified" else None for verdict in verdicts]
+
+    def _report(self, step: int, hashes: list[str], completions: list[str], verdicts: list[RolloutVerdict]) -> None:
+        outcomes = Counter(verdict.outcome for verdict in verdicts)
+        rejections = Counter(v.reason for v in verdicts if v.outcome in ("rejected", "cheating"))
+        parse_messages = Counter(_message_kind(v.reason) for v in verdicts if v.outcome == "unparsed")
+        rewards = [verdict.correctness for verdict in verdicts]
+        speeds = [verdict.speed for verdict in verdicts if verdict.speed is not None]
+        stats: dict[str, Any] = {
+            "step": step,
+            "prompt_levels": sorted({self.programs[h].level for h in hashes}),  # an advance shows a step late
+            "rollouts": len(verdicts),
+            "outcomes": {outcome: outcomes[outcome] for outcome in OUTCOMES},
+            "rejections": dict(rejections.most_common()),
+            "cheating": sum(count for reason, count in rejections.items() if reason in CHEATING_REASONS),
+            "parse_failures": dict(parse_messages.most_common(5)),
+            "correctness": {"mean": sum(rewards) / len(rewards), "min": min(rewards), "max": max(rewards)},
+            "speed": ({"mean": sum(speeds) / len(speeds), "max": max(speeds), "timed": len(speeds)}
+                      if self.speed_on and speeds else None),
+            "warnings": self.monitor.update(rejections, len(verdicts)),
+        }
+        self._keep_samples(step, hashes, completions, verdicts)
+        self.on_step(stats)
+
+    def _keep_samples(self, step: int, hashes, completions, verdicts) -> None:
+        """One line per step: up to `samples_kept` distinct accepted rollouts, fastest first (an empty list says the
+        step had none)."""
+        accepted = {(h, c): v for h, c, v in zip(hashes, completions, verdicts) if v.outcome == "verified"}
+        ranked = sorted(accepted.items(), key=lambda item: -(item[1].speed or 0.0))[: self.samples_kept]
+        line = {"step": step, "accepted": [
+            {"hash": h, "level": self.programs[h].level, "completion": c, "speed": v.speed, "timing": v.timing}
+            for (h, c), v in ranked
+        ]}
+        with self.samples_path.open("a") as samples:
+            samples.write(json.dumps(line) + "\n")
+
+
+def _message_kind(message: str | None) -> str:
+    """A parser message without its line number, so that messages of one kind count together."""
+    text = message or "unparsed"
+    return text.split(": ", 1)[1][:80] if text.startswith("line ") and ": " in text else text[:80]
+

@@ -1,0 +1,346 @@
+"""`drtriton-train rl`: curriculum RL from an SFT checkpoint on trl's GRPOTrainer, rewarded by the product's verifier
+and benchmark (in a pool of worker processes), with DRPO's decoupled objective beside GRPO's summed one.
+
+A run directory holds programs.jsonl (the captured programs), initial_model/ (tiny only), checkpoints/ (each with the
+curriculum's state), rl_log.jsonl (a line per step and per pass@1 measurement), samples.jsonl and model/ at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.models import formats
+
+from drtriton_training.curriculum import Curriculum, CurriculumSampler
+from drtriton_training.dataset import heldout_hashes, synthesize_level
+from drtriton_training.evaluate import Sampler, level_summary
+from drtriton_training.rewards import DecoupledReward, JudgePool, RejectionMonitor, RlProgram
+from drtriton_training.rl_configs import OBJECTIVES, RlRecipe
+from drtriton_training.sft import MANIFEST_SCHEMA, build_model, latest_checkpoint, save_model
+from drtriton_training.sft import time_limit_callback, train_tokenizer
+from drtriton_training.sft_configs import RECIPES as SFT_RECIPES
+from drtriton_training.teach import split_of, teacher_version
+
+PROGRAMS_FILE = "programs.jsonl"
+LOG_FILE = "rl_log.jsonl"
+SAMPLES_FILE = "samples.jsonl"
+RUN_FILE = "run.json"
+
+
+def rl(recipe: RlRecipe, out: Path, *, objective: str, resume: bool = False, log: Callable[[str], None] = print
+       ) -> dict[str, Any]:
+    """Train (or, with `resume`, continue) per `recipe` with `objective` ("drpo" or "grpo"); save the policy under
+    out/model and return its manifest. Raises DrtritonError for a run directory or model that cannot be used."""
+    if objective not in OBJECTIVES:
+        raise DrtritonError(f"no objective {objective!r}", f"pass --objective {' or '.join(OBJECTIVES)}")
+    started = time.monotonic()
+    checkpoints = out / "checkpoints"
+    resume_from = _check_run_directory(out, recipe, objective, resume)
+    out.mkdir(parents=True, exist_ok=True)
+    speed_on = recipe.device == "cuda"
+    log(f"rl {recipe.name} ({objective}): verification on {recipe.device}; "
+        + ("speed term on: r_s = log(t_torch / t_triton) for verified rollouts" if speed_on else
+           "speed term off on the CPU (Triton's interpreter times nothing): r_s = 0, DRPO weighs correct rollouts "
+           "uniformly"))
+    with JudgePool(recipe.reward_workers, recipe.device, gpu_lock=out / "gpu.lock") as pool:
+        programs = _programs(recipe, out, pool, log)
+        model_path = _starting_model(recipe, out, programs, log)
+        curriculum = (Curriculum.load(resume_from) if resume_from else
+                      Curriculum(recipe.levels, recipe.advance_threshold))
+        if resume_from:
+            log(f"rl {recipe.name}: resuming from {resume_from.name} at level {curriculum.level}")
+        step_log = RunLog(out / LOG_FILE, curriculum, objective, log)
+        reward = DecoupledReward(
+            {program.hash: program for program in programs}, pool, kind=recipe.kind, trials=recipe.trials,
+            speed_on=speed_on, samples_path=out / SAMPLES_FILE, samples_kept=recipe.samples_kept_per_step,
+            monitor=RejectionMonitor(recipe.hacking_window_steps, recipe.hacking_rise), on_step=step_log.step,
+        )
+        trainer, time_limit = _trainer(
+            recipe, objective, model_path, programs, curriculum, reward, step_log, checkpoints, started
+        )
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        step = trainer.state.global_step
+        manifest = {
+            "schema": MANIFEST_SCHEMA,
+            "format": formats.FORMAT_VERSION,
+            "teacher": teacher_version(),
+            "kinds": [recipe.kind],
+            "recipe": asdict(recipe),
+            "rl": {"objective": objective, "start": str(model_path), "curriculum": asdict(curriculum)},
+            "steps": step,
+            "complete": step >= recipe.max_steps,
+            "stopped_by_time_limit": time_limit.stopped,
+            "train_seconds_this_chunk": round(time.monotonic() - started, 1),
+        }
+        save_model(trainer.model, trainer.processing_class, out / "model", manifest, lora=False,
+                   save_dtype=recipe.save_dtype, max_shard_size=recipe.max_shard_size)
+    log(f"rl {recipe.name} ({objective}): step {step}/{recipe.max_steps} at level {curriculum.level}; "
+        f"saved {out / 'model'}")
+    return manifest
+
+
+def _check_run_directory(out: Path, recipe: RlRecipe, objective: str, resume: bool) -> Path | None:
+    """The checkpoint to resume from (None for a fresh run), after checking that `out` is what was asked for."""
+    checkpoint = latest_checkpoint(out / "checkpoints")
+    run_file = out / RUN_FILE
+    if not resume:
+        if checkpoint or run_file.is_file():
+            raise DrtritonError(f"{out} already holds an RL run", "pass --resume to continue it, or another --out")
+        out.mkdir(parents=True, exist_ok=True)
+        run_file.write_text(json.dumps({"recipe": recipe.name, "objective": objective, "model": recipe.model}) + "\n")
+        return None
+    if checkpoint is None:
+        raise DrtritonError(f"--resume: {out} holds no checkpoint to resume from",
+                            "run the same command without --resume first (a chunk ends with a checkpoint)")
+    started_as = json.loads(run_file.read_text())
+    asked = {"recipe": recipe.name, "objective": objective, "model": recipe.model}
+    if started_as != asked:
+        raise DrtritonError(f"{out} was started as {started_as}, not {asked}",
+                            "resume with the same --config, --objective and --model, or start another --out")
+    return checkpoint
+
+
+def _programs(recipe: RlRecipe, out: Path, pool: JudgePool, log) -> list[RlProgram]:
+    """The run's programs, captured (read back from programs.jsonl when a chunk before captured them)."""
+    path = out / PROGRAMS_FILE
+    if path.is_file():
+        return [_program_from_json(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    chosen = []
+    for level in recipe.levels:
+        chosen += _split_programs(level, recipe)
+    log(f"rl {recipe.name}: capturing {len(chosen)} programs ({recipe.train_programs_per_level} train, "
+        f"{recipe.eval_programs_per_level} validation per level) in {recipe.reward_workers} processes")
+    programs = []
+    for synthetic, captured in zip(chosen, pool.capture([program.source for program in chosen])):
+        if "error" in captured:
+            level = synthetic.metadata["level"]
+            log(f"rl {recipe.name}: left out {synthetic.hash} (level {level}): {captured['error']}")
+            continue
+        graph = captured["graph"]
+        prompt = (formats.script_prompt(OpGraph.from_json(graph)) if recipe.kind == "script"
+                  else formats.kernel_prompt(synthetic.source))
+        programs.append(RlProgram(synthetic.hash, synthetic.metadata["level"], split_of(synthetic.hash),
+                                  synthetic.source, graph, tuple(captured["forward_params"]), prompt))
+    with path.open("w") as lines:
+        for program in programs:
+            lines.write(json.dumps(asdict(program)) + "\n")
+    return programs
+
+
+def _program_from_json(record: dict[str, Any]) -> RlProgram:
+    return RlProgram(**{**record, "forward_params": tuple(record["forward_params"])})
+
+
+def _split_programs(level: int, recipe: RlRecipe):
+    """The first programs of `level` under the run's seed that fill the train and validation quotas (teach's split
+    by hash: the same program is on the same side for SFT and RL; held-out hashes are never drawn)."""
+    wanted = {"train": recipe.train_programs_per_level, "validation": recipe.eval_programs_per_level}
+    count = recipe.train_programs_per_level + 25 * recipe.eval_programs_per_level
+    while True:
+        candidates = synthesize_level(level, count, recipe.program_seed, exclude=heldout_hashes(),
+                                      workers=min(os.cpu_count() or 1, 8))
+        by_split = {split: [p for p in candidates if split_of(p.hash) == split][:n] for split, n in wanted.items()}
+        if all(len(by_split[split]) == n for split, n in wanted.items()) or len(candidates) < count:
+            return by_split["train"] + by_split["validation"]
+        count *= 2
+
+
+def _starting_model(recipe: RlRecipe, out: Path, programs: list[RlProgram], log) -> Path:
+    """The checkpoint the policy starts from and the KL term refers to (trl loads the reference from this path)."""
+    if recipe.model is not None:
+        path = Path(recipe.model)
+        if not (path / "config.json").is_file():
+            raise DrtritonError(
+                f"no model at {path} (no config.json)",
+                "pass --model with a model directory: `drtriton-train sft --out DIR` writes DIR/model; the shipped "
+                "script writer is training/models",
+            )
+        return path
+    path = out / "initial_model"
+    if not (path / "config.json").is_file():
+        shape = SFT_RECIPES["tiny"]
+        texts = [program.prompt for program in programs] + [formats.script_completion("keep x")]
+        tokenizer = train_tokenizer(texts, shape.vocab_size)
+        model = build_model(shape, tokenizer)
+        model.save_pretrained(path)
+        tokenizer.save_pretrained(path)
+        log(f"rl {recipe.name}: built a Llama of the SFT tiny shape in {path} (it writes noise: CI only)")
+    return path
+
+
+class RunLog:
+    """rl_log.jsonl and the console: a line per step (level, last pass@1, outcomes, rejection kinds, cheating count,
+    parser messages, reward statistics, warnings) and per pass@1 measurement."""
+
+    def __init__(self, path: Path, curriculum: Curriculum, objective: str, log: Callable[[str], None]):
+        self.path = path
+        self.curriculum = curriculum
+        self.objective = objective
+        self.log = log
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.path.open("a") as lines:
+            lines.write(json.dumps(record) + "\n")
+
+    def step(self, stats: dict[str, Any]) -> None:
+        record = {"event": "step", "objective": self.objective, "level": self.curriculum.level,
+                  "pass@1": self.curriculum.last_pass_at_1(), **stats}
+        self.write(record)
+        outcomes = ", ".join(f"{count} {outcome}" for outcome, count in stats["outcomes"].items())
+        speed = f", speed mean {stats['speed']['mean']:.3f}" if stats["speed"] else ""
+        self.log(f"step {stats['step']} level {record['level']}: {outcomes}; correctness mean "
+                 f"{stats['correctness']['mean']:.3f}{speed}; rejections {stats['rejections'] or 'none'}")
+        for warning in stats["warnings"]:
+            self.log(f"warning: step {stats['step']}: {warning}")
+
+    def measurement(self, step: int, summary: dict[str, Any], advanced: bool) -> None:
+        entry = self.curriculum.history[-1]
+        self.write({"event": "eval", "objective": self.objective, **entry, "programs": summary["programs"]})
+        pass_at_1 = "-" if entry["pass@1"] is None else f"{entry['pass@1']:.2f}"
+        move = f"; advancing to level {entry['advanced_to']}" if advanced else ""
+        self.log(f"eval at step {step}: level {entry['level']} pass@1 {pass_at_1} on {summary['programs']} "
+                 f"validation programs (threshold {self.curriculum.threshold}){move}")
+
+
+def measure_level(model, tokenizer, programs: list[RlProgram], reward: DecoupledReward, recipe: RlRecipe
+                  ) -> dict[str, Any]:
+    """pass@1 (and the valid share) of the policy on validation programs: `eval_samples` samples each at
+    `eval_temperature` (evaluate.py's sampler and summary), judged by the reward's pool."""
+    device = str(next(model.parameters()).device)
+    sampler = Sampler(model, tokenizer, device, recipe.seed)
+    was_training = model.training
+    model.eval()
+    completions = [sampler.complete(program.prompt, recipe.eval_samples, recipe.eval_temperature,
+                                    recipe.max_completion_length) for program in programs]
+    if was_training:
+        model.train()
+    pairs = [(program.hash, completion) for program, answers in zip(programs, completions) for completion in answers]
+    verdicts = iter(reward.judge([h for h, _ in pairs], [c for _, c in pairs]))
+    records = []
+    for program in programs:
+        judged = [next(verdicts) for _ in range(recipe.eval_samples)]
+        records.append({
+            "samples": recipe.eval_samples,
+            "valid": sum(verdict.outcome != "unparsed" for verdict in judged),
+            "correct": sum(verdict.outcome == "verified" for verdict in judged),
+        })
+    return level_summary(records, recipe.eval_samples)
+
+
+def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_log, checkpoints, started):
+    """The GRPOTrainer (DRPO's subclass for "drpo") with the curriculum's sampler, its callbacks and the time limit."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from drtriton_training.drpo import DrpoTrainer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    context = json.loads((Path(model_path) / "config.json").read_text()).get("max_position_embeddings")
+    train = [p for p in programs if p.split == "train"
+             and (context is None or len(tokenizer(p.prompt)["input_ids"]) + recipe.max_completion_length <= context)]
+    validation = {level: [p for p in programs if p.split == "validation" and p.level == level]
+                  for level in recipe.levels}
+    indices_by_level = {level: [i for i, p in enumerate(train) if p.level == level] for level in recipe.levels}
+    empty = [level for level, indices in indices_by_level.items() if not indices]
+    if empty:
+        raise DrtritonError(f"no training program of level {empty[0]} fits the model's context of {context} tokens "
+                            f"with {recipe.max_completion_length} to write",
+                            "lower max_completion_length (--set), or leave the level out (--set levels=...)")
+    dataset = Dataset.from_list([{"prompt": p.prompt, "program_hash": p.hash, "level": p.level} for p in train])
+    arguments = GRPOConfig(
+        output_dir=str(checkpoints),
+        per_device_train_batch_size=recipe.rollouts_per_step,
+        gradient_accumulation_steps=1,
+        steps_per_generation=1,
+        num_generations=recipe.num_generations,
+        max_completion_length=recipe.max_completion_length,
+        temperature=recipe.temperature,
+        beta=recipe.beta,
+        learning_rate=recipe.learning_rate,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=recipe.warmup_steps,
+        max_steps=recipe.max_steps,
+        save_steps=recipe.save_steps,
+        save_total_limit=2,
+        logging_steps=1,
+        bf16=recipe.bf16,
+        use_cpu=recipe.use_cpu,
+        use_vllm=recipe.use_vllm,
+        vllm_mode=recipe.vllm_mode,
+        seed=recipe.seed,
+        report_to=[],
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+        ignore_data_skip=True,  # the curriculum's sampler draws afresh; replaying consumed batches means nothing
+    )
+
+    class CurriculumTraining:
+        """Prompts from the curriculum's sampler; checkpoints in shards of `max_shard_size`."""
+
+        def _get_train_sampler(self, dataset=None):
+            return CurriculumSampler(
+                indices_by_level, curriculum, mini_repeat_count=recipe.num_generations,
+                batch_size=recipe.prompts_per_step, repeat_count=1,
+                batches_per_epoch=max(recipe.max_steps, 1), seed=recipe.seed,
+            )
+
+        def _save(self, output_dir=None, state_dict=None):
+            if not self.args.should_save:
+                return
+            output_dir = output_dir or self.args.output_dir
+            os.makedirs(output_dir, exist_ok=True)
+            model = self.accelerator.unwrap_model(self.model, keep_torch_compile=False)
+            model.save_pretrained(output_dir, state_dict=state_dict, max_shard_size=recipe.max_shard_size)
+            self.processing_class.save_pretrained(output_dir)
+
+    class CurriculumCallback(TrainerCallback):
+        """Measures pass@1 at the start and every `eval_every_steps`, advances the curriculum, saves its state
+        beside each checkpoint, and ends each chunk with a checkpoint."""
+
+        def _measure(self, args, state, model):
+            advanced = None
+            if state.is_world_process_zero:
+                summary = measure_level(model, tokenizer, validation[curriculum.level], reward, recipe)
+                advanced = curriculum.record(state.global_step, summary["pass@1"], summary["valid_share"])
+                step_log.measurement(state.global_step, summary, advanced)
+            if args.world_size > 1:
+                from accelerate.utils import broadcast_object_list
+
+                [index] = broadcast_object_list([curriculum.index])
+                curriculum.index = index
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            if not curriculum.history:
+                self._measure(args, state, model)
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            if state.global_step % recipe.eval_every_steps == 0:
+                self._measure(args, state, model)
+            if state.global_step >= state.max_steps:
+                control.should_save = True
+            return control
+
+        def on_save(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:
+                curriculum.save(checkpoints / f"checkpoint-{state.global_step}")
+
+    base = DrpoTrainer if objective == "drpo" else GRPOTrainer
+    trainer_class = type(f"Curriculum{base.__name__}", (CurriculumTraining, base), {})
+    options = {"drpo_lambda": recipe.drpo_lambda} if objective == "drpo" else {}
+    time_limit = time_limit_callback(recipe.time_limit_s, started)
+    torch.manual_seed(recipe.seed)
+    trainer = trainer_class(
+        model=str(model_path), reward_funcs=[reward.correctness, reward.speed], args=arguments,
+        train_dataset=dataset, processing_class=tokenizer, callbacks=[time_limit, CurriculumCallback()], **options,
+    )
+    return trainer, time_limit

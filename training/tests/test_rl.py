@@ -1,0 +1,244 @@
+"""rl: DRPO's loss on hand-made tensors, GRPO's zero advantage for an all-equal group, the curriculum and its sampler,
+the hacking monitor, the reward on real verifier calls (slow), and `drtriton-train rl --config tiny` end to end on
+the CPU with a curriculum advance and a resume (slow).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from drtriton_lsp.compiler.codegen import compile_graph
+from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.models import formats
+from drtriton_training import cli
+from drtriton_training.curriculum import Curriculum, CurriculumSampler
+from drtriton_training.dataset import load_heldout
+from drtriton_training.drpo import correct_set_weights, drpo_loss
+from drtriton_training.rewards import (
+    CHEATING_REWARD, UNPARSED_REWARD, VERIFIED_REWARD, DecoupledReward, JudgePool, RejectionMonitor, RlProgram,
+)
+from drtriton_training.rl_configs import RECIPES, recipe
+from drtriton_training.sft import build_model, train_tokenizer
+from drtriton_training.sft_configs import RECIPES as SFT_RECIPES
+
+# two groups of four rollouts: group 0 has two correct (one faster), group 1 none
+GROUP = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+CORRECT = torch.tensor([True, True, False, False, False, False, False, False])
+SPEED = torch.tensor([0.7, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+
+
+def test_drpo_weights_sum_to_one_over_each_groups_correct_set_and_favour_the_faster_rollout():
+    weights = correct_set_weights(CORRECT, SPEED, GROUP, lam=0.5)
+    assert weights[:2].sum().item() == pytest.approx(1.0)
+    assert weights[0] > weights[1] > 0
+    assert weights[0].item() == pytest.approx(torch.softmax(torch.tensor([1.4, 0.0]), 0)[0].item())
+    assert weights[2:].eq(0).all()
+    on_the_cpu = correct_set_weights(CORRECT, torch.zeros(8), GROUP, lam=0.5)
+    assert on_the_cpu[:2].tolist() == [0.5, 0.5]
+
+
+def test_drpo_raises_the_log_probability_of_correct_rollouts_and_lowers_the_incorrect_ones():
+    logps = torch.tensor([-3.0, -4.0, -2.0, -6.0, -1.0, -2.0, -3.0, -4.0], requires_grad=True)
+    loss, parts = drpo_loss(logps, CORRECT, SPEED, GROUP, lam=1.0)
+    loss.backward()
+    # gradient descent moves against the gradient: negative raises a log-probability, positive lowers it
+    assert (logps.grad[:2] < 0).all() and (logps.grad[2:] > 0).all()
+    # the penalty weighs the likelier wrong answer more
+    assert logps.grad[2] > logps.grad[3] and logps.grad[4] > logps.grad[7]
+    assert parts["correct_share"] == 0.25
+
+
+def test_a_group_with_no_correct_rollout_gives_only_the_log_sum_exp_penalty():
+    logps = torch.tensor([-1.0, -2.0, -3.0, -4.0])
+    loss, parts = drpo_loss(logps, torch.zeros(4, dtype=torch.bool), torch.zeros(4), torch.zeros(4, dtype=torch.long),
+                            lam=1.0, normaliser=2.0)
+    assert parts["positive"] == 0
+    assert loss.item() == pytest.approx(torch.logsumexp(logps, 0).item() / 2.0)
+
+
+def test_the_kl_term_adds_beta_times_the_groups_mean_kl():
+    logps = torch.tensor([-1.0, -2.0])
+    correct, speed, group = torch.tensor([True, False]), torch.zeros(2), torch.zeros(2, dtype=torch.long)
+    without, _ = drpo_loss(logps, correct, speed, group, lam=1.0)
+    with_kl, _ = drpo_loss(logps, correct, speed, group, lam=1.0, beta=0.5, sequence_kl=torch.tensor([0.2, 0.6]))
+    assert (with_kl - without).item() == pytest.approx(0.5 * 0.4)
+
+
+def tiny_policy():
+    texts = ["### graph\nop a = relu(x)\n### script\nkernel pointwise a\n### end\n"] * 4
+    tokenizer = train_tokenizer(texts, vocab_size=300)
+    return build_model(SFT_RECIPES["tiny"], tokenizer), tokenizer
+
+
+@pytest.mark.parametrize("objective", ["grpo", "drpo"])
+def test_an_all_equal_reward_group_gives_grpo_zero_advantage_and_drpo_only_its_penalty(tmp_path, objective):
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from drtriton_training.drpo import DrpoTrainer
+
+    model, tokenizer = tiny_policy()
+
+    def correctness(completions, **_):
+        return [UNPARSED_REWARD] * len(completions)
+
+    def speed(completions, **_):
+        return [None] * len(completions)
+
+    arguments = GRPOConfig(
+        output_dir=str(tmp_path), use_cpu=True, beta=0.0, per_device_train_batch_size=4, num_generations=4,
+        steps_per_generation=1, max_completion_length=4, report_to=[], disable_tqdm=True,
+    )
+    trainer_class, options = (DrpoTrainer, {"drpo_lambda": 1.0}) if objective == "drpo" else (GRPOTrainer, {})
+    trainer = trainer_class(model=model, reward_funcs=[correctness, speed], args=arguments,
+                            train_dataset=Dataset.from_list([{"prompt": "### graph\n"}] * 4), processing_class=tokenizer, **options)
+    batch = trainer._generate_and_score_completions([{"prompt": "### graph\n"}] * 4)
+    assert batch["advantages"].eq(0).all()
+    if objective == "drpo":
+        assert not batch["drpo_correct"].any() and batch["drpo_group"].tolist() == [0, 0, 0, 0]
+        loss = trainer._compute_loss(trainer.model, batch)
+        loss.backward()
+        assert loss.item() < 0  # a log-sum-exp of log-probabilities; its gradient is not zero
+        assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in trainer.model.parameters())
+
+
+def test_the_curriculum_advances_at_the_threshold_and_the_sampler_follows_it():
+    curriculum = Curriculum((1, 2, 5), threshold=0.5)
+    assert not curriculum.record(0, 0.25, 0.5) and curriculum.level == 1
+    assert not curriculum.record(1, None, 0.0) and curriculum.level == 1
+    assert curriculum.record(2, 0.5, 1.0) and curriculum.level == 2
+    assert curriculum.last_pass_at_1() is None and curriculum.history[-1]["advanced_to"] == 2
+    sampler = CurriculumSampler({1: [0, 1, 2], 2: [3, 4], 5: [5]}, curriculum, mini_repeat_count=2, batch_size=2,
+                                repeat_count=1, batches_per_epoch=3, seed=0)
+    drawn = list(sampler)
+    assert len(drawn) == len(sampler) == 12
+    assert set(drawn) == {3, 4} and all(drawn[i] == drawn[i + 1] for i in range(0, 12, 2))
+    curriculum.record(3, 0.9, 1.0)
+    assert curriculum.level == 5 and set(sampler) == {5}
+    assert not curriculum.record(4, 1.0, 1.0) and curriculum.level == 5  # the last level stays
+
+
+def test_a_rising_share_of_one_rejection_kind_is_reported_and_a_steady_one_is_not():
+    monitor = RejectionMonitor(window=2, rise=0.2)
+    steady = [monitor.update(Counter(wrong_result=2), 8) for _ in range(4)]
+    assert steady == [[], [], [], []]
+    monitor.update(Counter(reference_in_pytorch=4), 8)
+    [warning] = monitor.update(Counter(reference_in_pytorch=5), 8)
+    assert "reference_in_pytorch rose from 0% to 56%" in warning
+
+
+def test_the_recipes_check_their_fields_and_overrides():
+    tiny = recipe("tiny", ["levels=1,2,5", "advance_threshold=0.0", "model=none"])
+    assert (tiny.levels, tiny.advance_threshold, tiny.model) == ((1, 2, 5), 0.0, None)
+    assert RECIPES["small"].rollouts_per_step % RECIPES["small"].num_generations == 0
+    with pytest.raises(ValueError, match="levels must rise"):
+        recipe("tiny", ["levels=2,1"])
+    with pytest.raises(ValueError, match="recipe field"):
+        recipe("tiny", ["level=2"])
+    with pytest.raises(ValueError, match="configs: tiny, small, multi_gpu"):
+        recipe("huge")
+
+
+CHEATING_MODULE = '''import torch
+import triton
+import triton.language as tl
+from drtriton_task import Model
+
+
+@triton.jit
+def copy(x, y, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + offsets, tl.load(x + offsets, mask=offsets < n), mask=offsets < n)
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.reference = Model(*args)
+
+    def forward(self, *inputs):
+        return self.reference(*inputs)
+'''
+
+
+@pytest.mark.slow
+def test_the_reward_judges_real_rollouts_with_the_verifier_in_its_pool(tmp_path):
+    heldout = load_heldout(1)[0]
+    stats = []
+    with JudgePool(2, "cpu") as pool:
+        [captured] = pool.capture([heldout.source])
+        graph = OpGraph.from_json(captured["graph"])
+        program = RlProgram(heldout.hash, 1, "validation", heldout.source, captured["graph"],
+                            tuple(captured["forward_params"]), formats.script_prompt(graph))
+        default = compile_graph(graph, prefix="model", forward_params=captured["forward_params"], has_self=True)
+        keep_all = "".join(f"keep {node.name}\n" for node in graph.nodes) + formats.END_LINE + "\n"
+        completions = [formats.script_completion(default.schedule), "kernel nonsense\n### end\n", keep_all]
+
+        def reward_for(kind: str) -> DecoupledReward:
+            return DecoupledReward({program.hash: program}, pool, kind=kind, trials=2, speed_on=False,
+                                   samples_path=tmp_path / f"samples-{kind}.jsonl", samples_kept=4,
+                                   monitor=RejectionMonitor(2, 0.2), on_step=stats.append)
+
+        scripts = reward_for("script")
+        hashes = [program.hash] * 3
+        assert scripts.correctness([program.prompt] * 3, completions, hashes) == [
+            VERIFIED_REWARD, UNPARSED_REWARD, CHEATING_REWARD
+        ]
+        assert scripts.speed([program.prompt] * 3, completions, hashes) == [0.0, None, None]
+        kernels = reward_for("kernel")
+        assert kernels.correctness([program.prompt], [formats.kernel_completion(CHEATING_MODULE)], hashes[:1]) == [
+            CHEATING_REWARD
+        ]
+    first, second = stats
+    assert first["outcomes"] == {"verified": 1, "rejected": 0, "unparsed": 1, "cheating": 1}
+    assert first["rejections"] == {"no_triton_kernel": 1} and first["cheating"] == 1
+    assert len(first["parse_failures"]) == 1 and first["correctness"]["min"] == CHEATING_REWARD
+    assert second["rejections"] == {"calls_reference": 1} and second["cheating"] == 1
+    [line] = (tmp_path / "samples-script.jsonl").read_text().splitlines()
+    assert [sample["completion"] for sample in json.loads(line)["accepted"]] == [completions[0]]
+
+
+def log_records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "rl_log.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_rl_tiny_runs_end_to_end_advances_its_curriculum_and_resumes(tmp_path, capsys):
+    run = tmp_path / "run"
+    command = ["rl", "--config", "tiny", "--out", str(run), "--advance-threshold", "0.0"]
+    assert cli.main([*command, "--resume", "--steps", "1"]) == 1
+    assert "holds no checkpoint" in capsys.readouterr().err
+    assert cli.main([*command, "--steps", "2"]) == 0
+    assert "speed term off on the CPU" in capsys.readouterr().err
+    records = log_records(run)
+    start, second = [record for record in records if record["event"] == "eval"]
+    assert (start["step"], start["level"], start["advanced_to"]) == (0, 1, 2)
+    assert (second["step"], second["level"], second["advanced_to"]) == (2, 2, None)  # the last level stays
+    steps = [record for record in records if record["event"] == "step"]
+    assert [record["step"] for record in steps] == [1, 2]
+    for record in steps:
+        assert record["level"] == 2 and record["prompt_levels"] == [2] and "pass@1" in record
+        assert record["rollouts"] == 8
+        assert set(record["correctness"]) == {"mean", "min", "max"} and sum(record["outcomes"].values()) == 8
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    assert [sample["step"] for sample in samples] == [1, 2]
+    manifest = json.loads((run / "model" / "drtriton_model.json").read_text())
+    assert manifest["steps"] == 2 and manifest["complete"] and manifest["rl"]["objective"] == "drpo"
+    assert list((run / "model").glob("*.safetensors"))
+
+    assert cli.main([*command, "--steps", "3"]) == 1
+    assert "already holds an RL run" in capsys.readouterr().err
+    assert cli.main([*command, "--steps", "3", "--objective", "grpo", "--resume"]) == 1
+    assert cli.main([*command, "--steps", "3", "--resume"]) == 0
+    assert "resuming from checkpoint-2 at level 2" in capsys.readouterr().err
+    records = log_records(run)
+    assert [record["step"] for record in records if record["event"] == "step"] == [1, 2, 3]
+    assert [record["step"] for record in records if record["event"] == "eval"] == [0, 2]
+    state = json.loads((run / "checkpoints" / "checkpoint-3" / "trainer_state.json").read_text())
+    assert state["global_step"] == 3
+    assert json.loads((run / "checkpoints" / "checkpoint-3" / "curriculum.json").read_text())["index"] == 1
