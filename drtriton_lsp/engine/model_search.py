@@ -17,7 +17,7 @@ from drtriton_lsp.engine.verify import Cancelled, verify_candidate
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
 from drtriton_lsp.models.backends import ModelBackend, ModelUnavailable, Sampling, SamplingCancelled
-from drtriton_lsp.models.script_grammar import script_line_pattern
+from drtriton_lsp.models.script_grammar import ScriptConstraint, script_constraint
 from drtriton_lsp.models.settings import ModelSettings
 from drtriton_lsp.models.sources import MODEL, Origin
 from drtriton_lsp.runners.local import JobFailure
@@ -107,16 +107,16 @@ class CandidateBuilder:
     ):
         self.task, self.graph, self.guards = task, graph, guards
         self.prefix, self.forward_params = prefix, forward_params
-        self._script_line_pattern: str | None = None
+        self._script_constraint: ScriptConstraint | None = None
 
-    def constraint(self, kind: str) -> str | None:
+    def constraint(self, kind: str) -> ScriptConstraint | None:
         """What answers of `kind` are held to while sampled: for a script, the script grammar over this graph's ops
-        (a line pattern, see `script_grammar`); a kernel answer is free Python."""
+        (`script_grammar`); a kernel answer is free Python."""
         if kind != "script":
             return None
-        if self._script_line_pattern is None:
-            self._script_line_pattern = script_line_pattern(self.graph)
-        return self._script_line_pattern
+        if self._script_constraint is None:
+            self._script_constraint = script_constraint(self.graph)
+        return self._script_constraint
 
     def prompt(self, kind: str, previous: ModelCandidate | None = None) -> str:
         """The first prompt of `kind`, or the refinement prompt after `previous` (its rejection or its time)."""

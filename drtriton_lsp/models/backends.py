@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from drtriton_lsp.models.formats import END_LINE
-from drtriton_lsp.models.script_grammar import answer_pattern
+from drtriton_lsp.models.script_grammar import ScriptConstraint, answer_pattern
 from drtriton_lsp.models.settings import ModelSettings
 
 # Checkpoint files up to this size are hashed whole; larger ones (weights) by name, size, first and last block.
@@ -57,8 +57,8 @@ class Sampling:
 class ModelBackend(Protocol):
     """Answers prompts: `complete` returns, per prompt, `sampling.samples` completions (text after the prompt).
 
-    constraints: per prompt, a script line pattern (`script_grammar.script_line_pattern`) its answers are held to
-    while they are sampled, or None (free); `unconstrained` says why a backend could not hold answers to it ("")."""
+    constraints: per prompt, the `ScriptConstraint` its answers are held to while they are sampled, or None (free);
+    `unconstrained` says why a backend could not hold answers to it ("")."""
 
     name: str  # "openai" | "transformers"
     model: str  # the model's name or checkpoint directory, as the report shows it
@@ -67,7 +67,7 @@ class ModelBackend(Protocol):
 
     def complete(
         self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None = None,
-        constraints: list[str | None] | None = None,
+        constraints: list[ScriptConstraint | None] | None = None,
     ) -> list[list[str]]: ...
 
     def problem(self) -> str:
@@ -107,7 +107,7 @@ class OpenAIBackend:
 
     def complete(
         self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None = None,
-        constraints: list[str | None] | None = None,
+        constraints: list[ScriptConstraint | None] | None = None,
     ) -> list[list[str]]:
         """One request per distinct constraint (a request's structured outputs hold all its prompts)."""
         per_prompt = constraints or [None] * len(prompts)
@@ -119,7 +119,8 @@ class OpenAIBackend:
         return [answers[number] for number in range(len(prompts))]
 
     def _complete(
-        self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None, constraint: str | None
+        self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None,
+        constraint: ScriptConstraint | None,
     ) -> list[list[str]]:
         model = self._model if self._listed else self._served_model(timeout_s=self.timeout_s)
         max_tokens = min(sampling.max_tokens, self._context) if self._context else sampling.max_tokens
@@ -128,7 +129,7 @@ class OpenAIBackend:
             "max_tokens": max_tokens, "seed": sampling.seed, "stop": [END_LINE],
         }
         if constraint is not None and not self.unconstrained:
-            constrained = {**body, "structured_outputs": {"regex": answer_pattern(constraint)}}
+            constrained = {**body, "structured_outputs": {"regex": answer_pattern(constraint.line)}}
             try:
                 answer = _unless_cancelled(lambda: self._request("completions", constrained, self.timeout_s), cancel)
             except RequestRefused as refused:  # a server without vLLM's structured outputs: ask it without them
@@ -217,7 +218,7 @@ class TransformersBackend:
 
     def complete(
         self, prompts: list[str], sampling: Sampling, cancel: threading.Event | None = None,
-        constraints: list[str | None] | None = None,
+        constraints: list[ScriptConstraint | None] | None = None,
     ) -> list[list[str]]:
         from drtriton_lsp.errors import DrtritonError
         from drtriton_lsp.runners.local import JobFailure, JobLimits
@@ -228,7 +229,7 @@ class TransformersBackend:
         params = {
             "path": str(self.path), "prompts": prompts, "samples": sampling.samples,
             "temperature": sampling.temperature, "max_tokens": sampling.max_tokens, "seed": sampling.seed,
-            "constraints": constraints,
+            "constraints": [constraint.to_json() if constraint else None for constraint in constraints or []] or None,
         }
         try:
             answer = self.runner.call("sample_model", params, limits=JobLimits(timeout_s=self.timeout_s), cancel=cancel)

@@ -10,12 +10,12 @@ from typing import Any, Callable
 
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models.formats import END_LINE
-from drtriton_lsp.models.script_grammar import ScriptGrammar
+from drtriton_lsp.models.script_grammar import ScriptConstraint, ScriptGrammar
 
 
 def run_sampling(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
     """params: path, prompts, samples, temperature (0: greedy), max_tokens, seed, and optionally `constraints`: per
-    prompt, a script line pattern its answers are held to (`script_grammar`), or None. Returns `completions`: per
+    prompt, the `ScriptConstraint` (as JSON) its answers are held to, or None. Returns `completions`: per
     prompt, `samples` texts (what follows the prompt, cut at the format's end line or end of text), and `device`."""
     path = Path(params["path"])
     if not (path / "config.json").is_file():
@@ -23,10 +23,10 @@ def run_sampling(params: dict[str, Any], progress: Callable[[str], None]) -> dic
     progress(f"loading {path.name}")
     loaded = LoadedModel(path)
     progress(f"sampling {params['samples']} answers to {len(params['prompts'])} prompts on {loaded.device}")
-    patterns = params.get("constraints") or [None] * len(params["prompts"])
+    constraints = params.get("constraints") or [None] * len(params["prompts"])
     completions = loaded.sample(
         params["prompts"], params["samples"], params["temperature"], params["max_tokens"], params["seed"],
-        constraints=[ScriptGrammar(pattern) if pattern else None for pattern in patterns],
+        constraints=[ScriptGrammar(ScriptConstraint.from_json(data)) if data else None for data in constraints],
     )
     return {"completions": completions, "device": loaded.device}
 

@@ -1,12 +1,13 @@
-"""The schedule-script grammar for one graph, as regular expressions: what a script writer's sampling is held to.
+"""The schedule-script grammar for one graph: what a script writer's sampling is held to, as it is sampled.
 
-A server that supports vLLM's structured outputs gets `answer_pattern`; the transformers backend checks each next
-token with `ScriptGrammar` (line by line, so a check costs one short line's match). Imports no torch.
+A server that supports vLLM's structured outputs gets `answer_pattern` (a regular expression); the transformers backend
+checks each next token with `ScriptGrammar`, which also holds each op to one place. Imports no torch.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
 
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.models.formats import END_LINE
@@ -15,55 +16,88 @@ from drtriton_lsp.models.formats import END_LINE
 REGEX_SPECIAL = set(".^$*+?{}[]\\|()")
 
 
-def script_line_pattern(graph: OpGraph) -> str:
-    """One step of a script for `graph` (no newline): `keep OP` or `kernel TEMPLATE OP,OP,... NAME=VALUE ...` with
-    the graph's op names, every template, and each template's parameters in order with their allowed values.
+@dataclass(frozen=True)
+class ScriptConstraint:
+    """What a script for one graph may be: each step matches `line` (a regular expression), and the steps place each
+    of `ops` (the ops a script must place, as the compiler lists them) exactly once before the end line."""
 
-    Which ops a template may fuse, and whether every op is scheduled once, is the compiler's check, not the grammar's."""
+    line: str
+    ops: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.line, "ops": list(self.ops)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ScriptConstraint":
+        return cls(data["line"], tuple(data["ops"]))
+
+
+def script_constraint(graph: OpGraph) -> ScriptConstraint:
+    """The constraint for scripts over `graph`: its schedulable ops (views and shape arithmetic are never listed)."""
+    from drtriton_lsp.compiler.fragments import schedulable_ops
+
+    ops = tuple(schedulable_ops(graph))
+    return ScriptConstraint(script_line_pattern(ops), ops)
+
+
+def script_line_pattern(ops: Sequence[str]) -> str:
+    """One step (no newline): `keep OP` or `kernel TEMPLATE OP,OP,... NAME=VALUE ...` over `ops`, every template, and
+    each template's parameters in order with their allowed values. Which ops a template can fuse, and the order the
+    steps compute values in, stay the compiler's checks."""
     from drtriton_lsp.compiler.templates import TEMPLATES
 
-    op = _any_of(node.name for node in graph.nodes)
-    ops = f"{op}(,{op})*"
+    op = _any_of(ops)
     kernels = []
     for name, template in TEMPLATES.items():
         parameters = "".join(
             f" {_literal(spec.name)}={_any_of(spec.render(value) for value in spec.values)}"
             for spec in template.parameters
         )
-        kernels.append(f"{_literal(name)} {ops}{parameters}")
+        kernels.append(f"{_literal(name)} {op}(,{op})*{parameters}")
     return f"(keep {op}|kernel ({'|'.join(kernels)}))"
 
 
 def answer_pattern(line_pattern: str) -> str:
     """A whole answer: one or more steps (`line_pattern`), each ending in a newline, then the end line (its newline
-    optional, as a server stops at the end line). What an OpenAI-compatible server's structured outputs get."""
+    optional, as a server stops at the end line). What an OpenAI-compatible server's structured outputs get: a
+    regular expression cannot say "each op once", so a server's answers can still repeat or leave out an op."""
     return f"({line_pattern}\n)+{_literal(END_LINE)}\n?"
 
 
 class ScriptGrammar:
-    """Decides, while an answer is sampled, whether a piece of text may come next: every finished line must be a
-    step (or the end line, after at least one step) and the unfinished line must still be able to become one.
-    The text sampled so far was allowed piece by piece, so only the lines the new piece touches are matched.
-    Beyond the pattern (which no regular expression can say), a kernel line never names an op twice."""
+    """Decides, while an answer is sampled, whether a piece of text may come next: every finished line is a step that
+    places ops not placed before, the end line comes once every op is placed, and the unfinished line can still
+    become one of these. The text sampled so far was allowed piece by piece, so only the lines the new piece touches
+    are matched."""
 
-    def __init__(self, line_pattern: str):
+    def __init__(self, constraint: ScriptConstraint):
         import regex  # the `regex` module matches partial text; transformers depends on it, and only samplers use this
 
-        self._step = regex.compile(line_pattern)
+        self._step = regex.compile(constraint.line)
+        self._ops = frozenset(constraint.ops)
 
     def allows(self, text: str, piece: str) -> bool:
         """Whether `text + piece` is the start of an answer (`text`: what the answer holds so far, itself allowed)."""
-        steps = text.count("\n")
-        *finished, open_line = (text.rpartition("\n")[2] + piece).split("\n")
-        for number, line in enumerate(finished):
-            if line == END_LINE and steps > 0:
-                return number == len(finished) - 1 and open_line == ""
-            if self._step.fullmatch(line) is None or _repeats_an_op(line):
+        done, _, line = text.rpartition("\n")
+        placed: set[str] = set()
+        for finished_line in done.split("\n") if "\n" in text else ():
+            placed.update(_placed_ops(finished_line, finished=True))
+        *finished, open_line = (line + piece).split("\n")
+        for number, line_text in enumerate(finished):
+            if line_text == END_LINE:
+                return placed == self._ops and number == len(finished) - 1 and open_line == ""
+            ops = _placed_ops(line_text, finished=True)
+            if self._step.fullmatch(line_text) is None or len(set(ops)) != len(ops) or placed & set(ops):
                 return False
-            steps += 1
-        if steps > 0 and END_LINE.startswith(open_line):
-            return True
-        return self._step.fullmatch(open_line, partial=True) is not None and not _repeats_an_op(open_line)
+            placed.update(ops)
+        if placed == self._ops:
+            return END_LINE.startswith(open_line)
+        ops = _placed_ops(open_line, finished=False)
+        return (
+            self._step.fullmatch(open_line, partial=True) is not None
+            and len(set(ops)) == len(ops)
+            and not placed & set(ops)
+        )
 
     @staticmethod
     def finished(text: str) -> bool:
@@ -71,14 +105,15 @@ class ScriptGrammar:
         return "\n" in text and text.rstrip("\n").endswith("\n" + END_LINE)
 
 
-def _repeats_an_op(line: str) -> bool:
-    """Whether a (possibly unfinished) kernel line names one op twice among the ops it has finished naming."""
+def _placed_ops(line: str, *, finished: bool) -> list[str]:
+    """The ops a step line places, as far as it has named them (an unfinished line's last name may still grow)."""
     words = line.split(" ")
-    if len(words) < 3 or words[0] != "kernel":
-        return False
+    if words[0] == "keep":
+        return words[1:2] if finished else []
+    if words[0] != "kernel" or len(words) < 3:
+        return []
     names = words[2].split(",")
-    named = names if len(words) > 3 else names[:-1]
-    return len(set(named)) != len(named)
+    return names if finished or len(words) > 3 else names[:-1]
 
 
 def _literal(text: str) -> str:

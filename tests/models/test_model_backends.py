@@ -31,7 +31,7 @@ from drtriton_lsp.models.backends import (
     backend_status,
     open_backend,
 )
-from drtriton_lsp.models.script_grammar import ScriptGrammar, answer_pattern, script_line_pattern
+from drtriton_lsp.models.script_grammar import ScriptGrammar, answer_pattern, script_constraint
 from drtriton_lsp.models.settings import ModelSettings, parse_model_settings
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.source.extract import extract_task
@@ -191,20 +191,20 @@ def test_noise_is_rejected_with_the_parsers_message_and_fed_back_for_a_turn(exam
 def test_script_answers_are_held_to_the_grammar_in_the_worker_and_by_a_server_with_structured_outputs(
     example, noise_model, server
 ):
-    line = script_line_pattern(example.graph)
-    grammar = ScriptGrammar(line)
+    constraint = script_constraint(example.graph)
+    grammar = ScriptGrammar(constraint)
     sampling = Sampling(2, temperature=1.0, max_tokens=48)
     with LocalRunner() as runner:
         free, held = TransformersBackend(str(noise_model), runner=runner).complete(
-            [example.script_prompt] * 2, sampling, constraints=[None, line]
+            [example.script_prompt] * 2, sampling, constraints=[None, constraint]
         )
     served_by = OpenAIBackend(server(noise_model))
-    (served,) = served_by.complete([example.script_prompt], sampling, constraints=[line])
+    (served,) = served_by.complete([example.script_prompt], sampling, constraints=[constraint])
     assert not any(grammar.allows("", answer) for answer in free)  # an untrained model writes noise when free
     for answer in held:
         assert answer.startswith(("kernel ", "keep ")) and grammar.allows("", answer), answer
     # the server holds answers to the regular expression alone (it cannot say "each op once in a kernel")
-    pattern = regex.compile(answer_pattern(line))
+    pattern = regex.compile(answer_pattern(constraint.line))
     for answer in served:
         assert answer.startswith(("kernel ", "keep ")) and pattern.fullmatch(answer, partial=True), answer
     assert served_by.unconstrained == ""

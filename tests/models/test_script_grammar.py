@@ -20,7 +20,7 @@ from drtriton_lsp.compiler.fragments import UnsearchableFragment, search_steps, 
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.compiler.script import parse_schedule
 from drtriton_lsp.models import formats
-from drtriton_lsp.models.script_grammar import ScriptGrammar, answer_pattern, script_line_pattern
+from drtriton_lsp.models.script_grammar import ScriptGrammar, answer_pattern, script_constraint
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "csp_dag_level5_graphs.json"
 GRAPHS = [OpGraph.from_json(data) for data in json.loads(FIXTURE.read_text())]
@@ -39,7 +39,7 @@ def accepted_piece_by_piece(grammar: ScriptGrammar, text: str, size: int = 1) ->
 
 @pytest.mark.parametrize("graph", GRAPHS, ids=IDS)
 def test_every_script_the_compiler_and_the_search_write_is_in_the_grammar(graph):
-    line = script_line_pattern(graph)
+    constraint = script_constraint(graph)
     base = parse_schedule(default_script(graph))
     lines = [step.render() for step in base.steps]
     for step in search_steps(graph, base):
@@ -49,29 +49,31 @@ def test_every_script_the_compiler_and_the_search_write_is_in_the_grammar(graph)
             continue
     assert len(set(lines)) > len(base.steps)  # the search's alternatives are in, not only the default
     for text in lines:
-        assert re.fullmatch(line, text), text
+        assert re.fullmatch(constraint.line, text), text
     answer = formats.script_completion(default_script(graph))
-    assert re.fullmatch(answer_pattern(line), answer)
-    grammar = ScriptGrammar(line)
+    assert re.fullmatch(answer_pattern(constraint.line), answer)
+    grammar = ScriptGrammar(constraint)
     assert accepted_piece_by_piece(grammar, answer) and accepted_piece_by_piece(grammar, answer, size=7)
     assert grammar.finished(answer) and not grammar.finished(answer[: answer.index(formats.END_LINE)])
+
+
+# What only the compiler can say once ops are placed once each: these never reach it from a held answer.
+PLACEMENT_ERRORS = ("the graph has no op", "already scheduled", "ops not scheduled", "listed twice", "never scheduled")
 
 
 @pytest.mark.parametrize("graph", GRAPHS, ids=IDS)
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
-def test_every_answer_in_the_grammar_parses_as_a_script_over_the_graphs_ops(graph, data):
-    line = script_line_pattern(graph)
-    answer = data.draw(st.from_regex(answer_pattern(line), fullmatch=True))
-    parsed = formats.parse_script_answer(answer)
-    if "an op is listed twice in one kernel" in parsed.error:  # beyond a regular expression: the token check has it
-        assert not accepted_piece_by_piece(ScriptGrammar(line), answer)
-        return
-    assert parsed.valid, parsed.error
-    assert accepted_piece_by_piece(ScriptGrammar(line), answer)
-    names = {node.name for node in graph.nodes}
-    for step in parse_schedule(parsed.script).steps:
-        assert set(getattr(step, "nodes", (getattr(step, "node", None),))) <= names
+def test_an_answer_in_the_grammar_parses_and_places_each_op_once_when_the_token_check_accepts_it(graph, data):
+    constraint = script_constraint(graph)
+    answer = data.draw(st.from_regex(answer_pattern(constraint.line), fullmatch=True))
+    placed = [op for line in answer.split("\n") if line != formats.END_LINE for op in ops_of(line)]
+    accepted = accepted_piece_by_piece(ScriptGrammar(constraint), answer)
+    assert accepted == (sorted(placed) == sorted(constraint.ops))
+    parsed = formats.parse_script_answer(answer, graph)
+    assert parsed.script is not None or "listed twice" in parsed.error  # the syntax always parses
+    if accepted:
+        assert not any(error in parsed.error for error in PLACEMENT_ERRORS), parsed.error
 
 
 @pytest.mark.parametrize(
@@ -84,43 +86,74 @@ def test_every_answer_in_the_grammar_parses_as_a_script_over_the_graphs_ops(grap
         "kernel pointwise {op}  block=256 warps=4\n### end\n",  # two spaces
         "keep {op}\nkeep {op} extra\n### end\n",
         "### end\n",  # no step at all
-        "keep {op}\n### end and more",
+        "{all}### end and more",
     ],
 )
 def test_what_the_parser_refuses_the_grammar_refuses_piece_by_piece(answer):
     graph = GRAPHS[0]
-    text = answer.format(op=graph.nodes[0].name)
-    line = script_line_pattern(graph)
-    assert re.fullmatch(answer_pattern(line), text) is None
-    assert not accepted_piece_by_piece(ScriptGrammar(line), text)
+    constraint = script_constraint(graph)
+    text = answer.format(op=constraint.ops[0], all="".join(f"keep {op}\n" for op in constraint.ops))
+    assert re.fullmatch(answer_pattern(constraint.line), text) is None
+    assert not accepted_piece_by_piece(ScriptGrammar(constraint), text)
+    assert not ScriptGrammar(constraint).allows("", text)
     assert not formats.parse_script_answer(text, graph).valid
 
 
-def test_one_op_twice_in_a_kernel_is_beyond_the_pattern_and_refused_piece_by_piece():
+@pytest.mark.parametrize(
+    "answer, compiler_says",
+    [
+        ("kernel pointwise {first},{first} block=256 warps=4\n{rest}### end\n", "listed twice"),
+        ("keep {first}\n{all}### end\n", "already scheduled"),
+        ("keep {first}\n### end\n", "ops not scheduled"),
+    ],
+)
+def test_placing_an_op_twice_or_not_at_all_is_beyond_the_pattern_and_refused_piece_by_piece(answer, compiler_says):
     graph = GRAPHS[0]
-    op = graph.nodes[0].name
-    text = f"kernel pointwise {op},{op} block=256 warps=4\n### end\n"
-    line = script_line_pattern(graph)
-    assert re.fullmatch(answer_pattern(line), text)  # a regular expression cannot say "distinct"
-    assert not accepted_piece_by_piece(ScriptGrammar(line), text)
-    assert "an op is listed twice" in formats.parse_script_answer(text).error
+    constraint = script_constraint(graph)
+    first, *rest = constraint.ops
+    text = answer.format(
+        first=first, rest="".join(f"keep {op}\n" for op in rest), all="".join(f"keep {op}\n" for op in constraint.ops)
+    )
+    assert re.fullmatch(answer_pattern(constraint.line), text)  # a regular expression cannot count
+    assert not accepted_piece_by_piece(ScriptGrammar(constraint), text)
+    assert not ScriptGrammar(constraint).allows("", text)  # nor in one piece (a token may hold whole lines)
+    assert compiler_says in formats.parse_script_answer(text, graph).error
 
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(alphabet="kepnrl tiwsob=,_0123456789#d\n", max_size=40) | st.sampled_from(["keep ", "### e"]))
-def test_the_token_check_agrees_with_the_whole_answer_pattern_on_any_text(text):
+def test_the_token_check_agrees_with_the_pattern_and_the_place_once_rule_on_any_text(text):
     graph = GRAPHS[1]
-    line = script_line_pattern(graph)
-    whole = regex.compile(answer_pattern(line))
-    grammar = ScriptGrammar(line)
-    for prefix in (text, "keep " + graph.nodes[0].name + "\n" + text):
-        in_pattern = whole.fullmatch(prefix, partial=True) is not None
-        repeats = any(_repeats(line_text) for line_text in prefix.split("\n"))
-        assert accepted_piece_by_piece(grammar, prefix) == (in_pattern and not repeats), prefix
+    constraint = script_constraint(graph)
+    whole = regex.compile(answer_pattern(constraint.line))
+    grammar = ScriptGrammar(constraint)
+    for prefix in (text, "keep " + constraint.ops[0] + "\n" + text):
+        expected = whole.fullmatch(prefix, partial=True) is not None and places_each_op_at_most_once(prefix, constraint)
+        assert accepted_piece_by_piece(grammar, prefix) == expected, prefix
 
 
-def _repeats(line: str) -> bool:
+def ops_of(line: str) -> list[str]:
     words = line.split(" ")
-    names = words[2].split(",") if len(words) >= 3 and words[0] == "kernel" else []
-    named = names if len(words) > 3 else names[:-1]
-    return len(set(named)) != len(named)
+    if words[0] == "keep":
+        return words[1:2]
+    return words[2].split(",") if words[0] == "kernel" and len(words) > 2 else []
+
+
+def places_each_op_at_most_once(prefix: str, constraint) -> bool:
+    """The rule as a reader states it: no op is named twice among the names finished so far, and the end line (or a
+    start of it) comes only after every op is named."""
+    *finished, current = prefix.split("\n")
+    steps = [line for line in finished if line != formats.END_LINE]
+    words = current.split(" ")
+    if words[0] == "kernel" and len(words) > 2:
+        current_names = words[2].split(",")[: None if len(words) > 3 else -1]
+    else:
+        current_names = []
+    named = [op for line in steps for op in ops_of(line)] + current_names
+    if len(set(named)) != len(named):
+        return False
+    ends = len(finished) > len(steps) or (current and formats.END_LINE.startswith(current) and current.startswith("#"))
+    everything = set(named) == set(constraint.ops)
+    if everything and current and not formats.END_LINE.startswith(current):
+        return False
+    return everything or not ends

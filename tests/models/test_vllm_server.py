@@ -21,7 +21,7 @@ from tiny_models import build_tiny_model
 
 from drtriton_lsp import cli
 from drtriton_lsp.models.backends import OpenAIBackend, Sampling
-from drtriton_lsp.models.script_grammar import answer_pattern, script_line_pattern
+from drtriton_lsp.models.script_grammar import answer_pattern, script_constraint
 
 VLLM_PYTHON = os.environ.get("DRTRITON_VLLM_PYTHON", "")
 START_LIMIT_S = 900
@@ -97,13 +97,14 @@ def test_the_openai_backend_samples_a_real_vllm_server(example, vllm_server):
 def test_vllm_holds_script_answers_to_the_grammar_sent_as_structured_outputs(example, vllm_server):
     url, _checkpoint = vllm_server
     backend = OpenAIBackend(url)
-    line = script_line_pattern(example.graph)
+    constraint = script_constraint(example.graph)
     sampling = Sampling(2, temperature=0.8, max_tokens=64)
     # the trained script is in the grammar: unchanged; the kernel prompt's answer (Python) is not: held to it
-    scripts, held = backend.complete([example.script_prompt, example.kernel_prompt], sampling, constraints=[line, line])
+    prompts = [example.script_prompt, example.kernel_prompt]
+    scripts, held = backend.complete(prompts, sampling, constraints=[constraint, constraint])
     assert backend.unconstrained == ""  # vLLM took the regular expression
     assert scripts == [VALID_SCRIPT] * 2
-    pattern = regex.compile(answer_pattern(line))
+    pattern = regex.compile(answer_pattern(constraint.line))
     for answer in held:
         assert answer.startswith(("kernel ", "keep ")) and pattern.fullmatch(answer, partial=True), answer
 

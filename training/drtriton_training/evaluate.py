@@ -25,7 +25,7 @@ from drtriton_lsp.engine.suite import git_commit
 from drtriton_lsp.engine.verify import worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
-from drtriton_lsp.models.script_grammar import ScriptGrammar, script_line_pattern
+from drtriton_lsp.models.script_grammar import ScriptConstraint, ScriptGrammar, script_constraint
 from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
 
 from drtriton_training.dataset import HELDOUT_LEVELS, load_heldout
@@ -109,10 +109,11 @@ class Sampler:
         return cls(model.to(device).eval(), tokenizer, device, seed)
 
     def complete(
-        self, prompt: str, samples: int, temperature: float, max_new_tokens: int, constraint: str | None = None
+        self, prompt: str, samples: int, temperature: float, max_new_tokens: int,
+        constraint: ScriptConstraint | None = None,
     ) -> list[str]:
         """`samples` completions of `prompt`, each cut at the format's end line or the end-of-text token;
-        constraint: a script line pattern the answers are held to while sampled (None: free)."""
+        constraint: what the answers are held to while sampled (None: free)."""
         from drtriton_lsp.models.constrained_sampling import constraint_processors
 
         torch = self.torch
@@ -182,7 +183,7 @@ def _evaluate_program(program, level, sampler: Sampler, options: EvalOptions, te
         prompt = formats.script_prompt(capture.graph)
     else:
         prompt = formats.kernel_prompt(program.source)
-    constraint = script_line_pattern(capture.graph) if options.kind == "script" and options.constrained else None
+    constraint = script_constraint(capture.graph) if options.kind == "script" and options.constrained else None
     completions = sampler.complete(
         prompt, options.samples, options.temperature, MAX_NEW_TOKENS[options.kind], constraint=constraint
     )

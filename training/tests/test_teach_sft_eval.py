@@ -186,7 +186,7 @@ class ScriptedSampler:
 
     def __init__(self, completions: list[str]):
         self.completions = completions
-        self.constraints: list[str | None] = []
+        self.constraints: list = []
 
     def complete(self, prompt, samples, temperature, max_new_tokens, constraint=None):
         self.constraints.append(constraint)
@@ -214,7 +214,7 @@ def test_eval_counts_a_verified_answer_an_invalid_one_and_pass_at_k(tmp_path):
     assert results["overall"]["valid_share"] == 0.5
     assert results["overall"]["pass@1"] == 0.5 and results["overall"]["pass@2"] == 1.0
     # the model is evaluated as the product serves it: script answers held to the grammar of the program's ops
-    assert results["options"]["constrained"] and sampler.constraints[-1].startswith("(keep (")
+    assert results["options"]["constrained"] and sampler.constraints[-1].line.startswith("(keep (")
     assert "held to the script grammar while sampled" in to_markdown(results)
     free = evaluate(model_dir, EvalOptions(levels=(1,), per_level=1, samples=2, constrained=False),
                     log=lambda _line: None, sampler=sampler)
