@@ -276,20 +276,30 @@ def test_a_timing_waits_until_no_verification_uses_the_gpu():
     assert events == ["verify start", "verify end", "timing"]
 
 
+class FirstFragment:
+    """The graph's first kernel line as a fragment task, a worker measurer on the CPU, and the compiler's candidate."""
+
+    def __init__(self, graph):
+        from drtriton_lsp.source.candidate import build_candidate
+
+        self.fragment = fragment_graph(graph, kernel_lines(graph)[0].nodes)
+        self.task = Task(name="fragment", kind="module", source=fragment_task_source(self.fragment, "test"))
+        self.measurer = WorkerMeasurer(
+            runner=LocalRunner(), device="cpu", trials=1, verify_limits=JobLimits(timeout_s=300),
+            timing_limits=JobLimits(timeout_s=300), parallel=2,
+        )
+        program = compile_graph(self.fragment, prefix="f", forward_params=["x"], has_self=True)
+        self.candidate = build_candidate(self.task.source, program, "the compiler's")
+
+    def measure(self, candidates: list[str], stop: threading.Event):
+        return self.measurer(self.task, self.fragment, candidates, stop)
+
+
 @pytest.mark.slow
 def test_the_worker_measurer_verifies_fragment_candidates_under_the_interpreter(graph):
-    line = kernel_lines(graph)[0]
-    fragment = fragment_graph(graph, line.nodes)
-    task = Task(name="fragment", kind="module", source=fragment_task_source(fragment, "test"))
-    measurer = WorkerMeasurer(
-        runner=LocalRunner(), device="cpu", trials=1, verify_limits=JobLimits(timeout_s=300),
-        timing_limits=JobLimits(timeout_s=300), parallel=2,
-    )
-    good = compile_graph(fragment, prefix="f", forward_params=["x"], has_self=True)
-    from drtriton_lsp.source.candidate import build_candidate
-
-    wrong = build_candidate(task.source, good, "wrong on purpose").replace("* 3.0", "* 3.5")
-    pytorch_ms, outcomes = measurer(task, fragment, [build_candidate(task.source, good, "good"), wrong], threading.Event())
+    first = FirstFragment(graph)
+    wrong = first.candidate.replace("* 3.0", "* 3.5")
+    pytorch_ms, outcomes = first.measure([first.candidate, wrong], threading.Event())
     assert pytorch_ms is None  # nothing is timed on the CPU
     assert outcomes[0] == (True, "", None)
     assert outcomes[1][0] is False and "differ from the reference" in outcomes[1][1]
@@ -297,20 +307,10 @@ def test_the_worker_measurer_verifies_fragment_candidates_under_the_interpreter(
 
 @pytest.mark.slow
 def test_the_worker_measurer_stops_its_verification_workers_when_told(graph):
-    line = kernel_lines(graph)[0]
-    fragment = fragment_graph(graph, line.nodes)
-    task = Task(name="fragment", kind="module", source=fragment_task_source(fragment, "test"))
-    measurer = WorkerMeasurer(
-        runner=LocalRunner(), device="cpu", trials=1, verify_limits=JobLimits(timeout_s=300),
-        timing_limits=JobLimits(timeout_s=300), parallel=2,
-    )
-    from drtriton_lsp.source.candidate import build_candidate
-
-    program = compile_graph(fragment, prefix="f", forward_params=["x"], has_self=True)
-    candidate = build_candidate(task.source, program, "good")
+    first = FirstFragment(graph)
     stop = threading.Event()
     threading.Timer(1.0, stop.set).start()  # a verification under the interpreter takes several seconds
     started = time.monotonic()
     with pytest.raises(Cancelled):
-        measurer(task, fragment, [candidate, candidate], stop)
+        first.measure([first.candidate, first.candidate], stop)
     assert time.monotonic() - started < 5.0
