@@ -168,8 +168,9 @@ CASES = (
          ("tests/engine/test_tolerances.py",
           "tests/engine/test_judge_in_process.py::test_a_half_precision_result_three_tolerances_off_is_rejected")),
     Case("fresh-memory poisoning disabled", "drtriton_lsp/engine/op_audit.py",
-         "    if tensor.is_floating_point():\n        tensor.normal_(",
-         "    return\n    if tensor.is_floating_point():\n        tensor.normal_(", ("tests/engine/test_op_audit.py",)),
+         "    if tensor.is_floating_point() or tensor.is_complex():\n        tensor.normal_(",
+         "    return\n    if tensor.is_floating_point() or tensor.is_complex():\n        tensor.normal_(",
+         ("tests/engine/test_op_audit.py",)),
     Case("the L2 flush removed from the latency loop", "drtriton_lsp/engine/bench.py",
          "        flush_buffer.zero_()\n        start, end = ", "        start, end = ",
          ("tests/engine/test_bench_timing.py",)),
@@ -271,6 +272,7 @@ def run_module(name: str, cosmic_ray: Path, minutes: float | None, sample: int |
 
     tool("cosmic-ray", "init", "mutation.toml", "session.sqlite").check_returncode()
     tool("cr-filter-operators", "session.sqlite", "mutation.toml").check_returncode()
+    skip_annotations(scratch / "session.sqlite", scratch / (EMBEDDED_FILE if target.embedded else target.path))
     if target.left_out:
         skip_functions(scratch / "session.sqlite", scratch / target.path, target.left_out)
     if previous is not None:  # survivors already explained as equivalent are kept as they are, not run again
@@ -354,6 +356,44 @@ def skip_all_but_a_sample(session: Path, size: int) -> None:
             "INSERT INTO work_results (job_id, worker_outcome, output, test_outcome, diff) VALUES (?, 'SKIPPED', "
             "'not in the sample', NULL, NULL)",
             [(job,) for job in pending if job not in kept],
+        )
+
+
+def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Where the type annotations of a module that never evaluates them (`from __future__ import annotations`) lie:
+    ((first row, column), (last row, end column)), rows from 1. Empty when annotations are evaluated."""
+    tree = ast.parse(source)
+    postponed = any(isinstance(node, ast.ImportFrom) and node.module == "__future__"
+                    and any(alias.name == "annotations" for alias in node.names) for node in tree.body)
+    if not postponed:
+        return []
+    annotations = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = node.args
+            annotations += [argument.annotation for argument in (
+                *arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg)
+                if argument is not None]
+            annotations.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            annotations.append(node.annotation)
+    return [((a.lineno, a.col_offset), (a.end_lineno, a.end_col_offset)) for a in annotations if a is not None]
+
+
+def skip_annotations(session: Path, source: Path) -> None:
+    """Mark the mutants inside type annotations as skipped, as mutmut does: under `from __future__ import
+    annotations` an annotation is a string nothing here evaluates, so changing it changes no behaviour."""
+    import sqlite3
+
+    spans = annotation_spans(source.read_text())
+    with sqlite3.connect(session) as database:
+        pending = database.execute(
+            "SELECT job_id, start_pos_row, start_pos_col FROM mutation_specs "
+            "WHERE job_id NOT IN (SELECT job_id FROM work_results)").fetchall()
+        database.executemany(
+            "INSERT INTO work_results (job_id, worker_outcome, output, test_outcome, diff) VALUES (?, 'SKIPPED', "
+            "'in a type annotation', NULL, NULL)",
+            [(job,) for job, row, column in pending if any(start <= (row, column) < end for start, end in spans)],
         )
 
 
@@ -468,7 +508,9 @@ def write_summary() -> None:
         f"- command: `make mutation` (all modules) or `make mutation MODULE=NAME`",
         f"- mutants run: {total}, killed: {killed} ({100 * killed / total:.1f} %), killed or explained: "
         f"{killed + equivalents} ({100 * (killed + equivalents) / total:.1f} %)" if total else "- no module run yet",
-        "- explained: an equivalent mutant (no behaviour changes), or one only a GPU run can observe (said so)",
+        "- explained: an equivalent mutant (no behaviour changes), or one only a GPU run can observe (said so); "
+        "type annotations are not mutated where a module postpones them (`from __future__ import annotations`: "
+        "they are never evaluated)",
         "",
         "| module | mutants | killed | survived | killed % | explained | killed or explained % | run | tests |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -484,6 +526,9 @@ def write_summary() -> None:
             else f"{r['mutants']} of {r['mutants'] + r['not_run']} (time limit)")
         if r.get("rechecked"):
             run += f"; then {r['rechecked']}"
+        if r.get("annotations_dropped"):
+            run += (f"; {r['annotations_dropped']} surviving mutants of type annotations dropped from this record "
+                    "(annotations are no longer mutated)")
         lines.append(f"| {r['path']} | {r['mutants']} | {r['killed']} | {len(r['survivors'])} | {share} | "
                      f"{run}, {r['minutes']} min | {' '.join(r['tests'])} |")
     lines += ["", "Not run at all: " + (", ".join(sorted(set(TARGETS) - {r["module"] for r in records})) or "none"), ""]
@@ -524,19 +569,8 @@ def _cases_section() -> list[str]:
 
 
 def _explanation(explained: dict, module: str, survivor: dict) -> str:
-    """Why a surviving mutant is equivalent (benchmarks/mutation_equivalent.json, keyed by its diff lines); a `|` in
-    a signature or field annotation made `&` needs no entry when the module never evaluates its annotations."""
-    if survivor["operator"] == "ReplaceBinaryOperator_BitOr_BitAnd" and _is_annotation(survivor, module):
-        return "equivalent: it changes an annotation, which is never evaluated (from __future__ import annotations)"
+    """Why a surviving mutant is equivalent (benchmarks/mutation_equivalent.json, keyed by its diff lines)."""
     return explained.get(module, {}).get(survivor["diff"], "")
-
-
-def _is_annotation(survivor: dict, module: str) -> bool:
-    original = _original_line(survivor["diff"])
-    source = (REPO / TARGETS[module].path).read_text() if module in TARGETS else ""
-    signature = original.startswith(("def ", "async def ")) and ")" in original
-    field_annotation = re.match(r"^[A-Za-z_]\w*: [^=]*\|", original) is not None
-    return "from __future__ import annotations" in source and (signature or field_annotation)
 
 
 def main() -> None:

@@ -66,14 +66,6 @@ class LaunchCounter:
 
         return uninstall
 
-    @contextlib.contextmanager
-    def installed(self):
-        uninstall = self.install()
-        try:
-            yield self
-        finally:
-            uninstall()
-
     def _launch(self, original_run, kernel, args, kwargs):
         audit = self.audit
         if audit is None:

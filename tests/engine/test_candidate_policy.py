@@ -108,10 +108,25 @@ def test_a_fallback_through_try_except_is_named_as_such():
         ("", "props = triton.next_power_of_2(x.shape[-1])"),
         ("def doubled__(v):\n    return v * 2.0\n", "out = doubled__(out)"),  # a name ending in __ is not special
         ("", "self._shape = out.shape\nn = self._shape"),  # the module's own private state
+        ("", "____ = out.shape\nn = ____"),  # a name of underscores alone is no special name
     ],
 )
 def test_plain_kernel_code_passes(header, body):
     assert policy_violation(candidate(header, body)) is None
+
+
+def test_a_candidate_that_postpones_its_annotations_passes():
+    # many files start with this line; __future__ is allowed, and its features are no private modules
+    assert policy_violation("from __future__ import annotations\n" + candidate()) is None
+
+
+@pytest.mark.parametrize(("imported", "name"), [("from .helpers import scale_of", "scale_of"),
+                                                ("from . import helpers as h", "h")])
+def test_what_a_task_imports_relative_to_its_package_stays_off_limits(imported, name):
+    task = f"import torch\n{imported}\n"
+    assert policy_violation(candidate(header=imported), task) is None  # the task's import, copied verbatim
+    violation = policy_violation(candidate(header=imported, body=f"n = {name}"), task)
+    assert violation is not None and f"uses {name}," in violation.detail
 
 
 def test_code_copied_verbatim_from_the_task_is_exempt_and_what_it_imports_stays_off_limits():

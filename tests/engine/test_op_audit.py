@@ -4,6 +4,9 @@ and which buffers hold values a Triton launch computed rather than copied.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import torch
 
 from drtriton_lsp.engine.op_audit import GUARD_BYTES, CandidateAudit, OpRecorder, guard_launch
@@ -225,3 +228,51 @@ def test_a_constant_fill_of_two_elements_is_not_a_computation():
         out = torch.empty(2)
         _launch(audit, [out], lambda: out.fill_(0.5))
     assert not audit.holds_triton_values(out)
+
+
+def test_an_unmasked_write_into_an_empty_buffer_breaks_its_guard():
+    # a kernel that stores without a mask writes its first element even when the output has none
+    for shape in [(0,), (2, 0), (0, 3)]:
+        with CandidateAudit() as audit:
+            out = torch.empty(shape)
+        with audit.pause():
+            out.as_strided((1,), (1,))[0] = 1.0
+        assert audit.broken_guards() == [f"empty {list(shape)} torch.float32"], shape
+
+
+def test_a_fresh_complex_buffer_holds_random_leftovers():
+    # PyTorch code that leaves part of a complex output unwritten must not match a zero result by chance
+    with CandidateAudit(poison_seed=4):
+        fresh = torch.empty(256, dtype=torch.complex64)
+    assert float(fresh.real.std()) > 50 and float(fresh.imag.std()) > 50
+
+
+def test_an_op_that_writes_only_into_its_out_tensors_carries_the_mark():
+    # torch.split_copy(..., out=[...]) returns nothing: only its out tensors say where the values went
+    x = torch.randn(16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        out = torch.empty(16)
+        _launch(audit, [x, out], lambda: out.copy_(torch.exp(x)))
+        halves = [torch.empty(8), torch.empty(8)]
+        torch.split_copy(out, 8, out=halves)
+        plain = [torch.empty(8), torch.empty(8)]
+        torch.split_copy(x, 8, out=plain)
+    assert all(audit.holds_triton_values(half) for half in halves)
+    assert not any(audit.holds_triton_values(half) for half in plain)
+
+
+def test_a_launch_copying_a_result_of_nan_alone_is_a_copy():
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        nan = torch.full((16,), float("nan"))  # a PyTorch result
+        out = torch.empty(16)
+        _launch(audit, [nan, out], lambda: out.copy_(nan))
+    assert not audit.holds_triton_values(out)
+
+
+def test_recording_ops_does_not_import_torchdynamo():
+    # TorchDynamo takes seconds to import, at every candidate process's start; the audit needs none of it
+    code = ("import sys, torch\nfrom drtriton_lsp.engine.op_audit import CandidateAudit\n"
+            "with CandidateAudit(track_triton_values=True):\n    torch.relu(torch.empty(3))\n"
+            "print('torch._dynamo' in sys.modules)")
+    finished = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert finished.stdout.strip() == "False"

@@ -325,3 +325,12 @@ def test_each_guard_is_described_in_words_for_the_report_and_the_provenance_comm
         "Scaled.local == an instance of Handle (its type only)",
         "Scaled.colour == Colour.RED (class attribute)",
     ]
+
+
+def test_one_item_lists_dicts_and_tuples_are_described_as_python_writes_them():
+    from drtriton_lsp.engine.specialization import encode_value
+    from drtriton_lsp.source.dispatch import describe_guard
+
+    described = [describe_guard({"kind": "argument", "name": "value", "value": encode_value(value, "tests")}, "Scaled")
+                 for value in ([1], {"a": 1}, (64,))]
+    assert described == ["argument value == [1]", "argument value == {'a': 1}", "argument value == (64,)"]
