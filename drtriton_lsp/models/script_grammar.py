@@ -67,7 +67,8 @@ def answer_pattern(line_pattern: str) -> str:
 class ScriptGrammar:
     """Decides, while an answer is sampled, whether a piece of text may come next: every finished line is a step that
     places ops not placed before, the end line comes once every op is placed, and the unfinished line can still
-    become one of these. The text sampled so far was allowed piece by piece, so only the lines the new piece touches
+    become one of these (a name being written can still become an op not placed yet, so sampling never ends in a
+    line with no way on). The text sampled so far was allowed piece by piece, so only the lines the new piece touches
     are matched."""
 
     def __init__(self, constraint: ScriptConstraint):
@@ -93,11 +94,11 @@ class ScriptGrammar:
         if placed == self._ops:
             return END_LINE.startswith(open_line)
         ops = _placed_ops(open_line, finished=False)
-        return (
-            self._step.fullmatch(open_line, partial=True) is not None
-            and len(set(ops)) == len(ops)
-            and not placed & set(ops)
-        )
+        if self._step.fullmatch(open_line, partial=True) is None or len(set(ops)) != len(ops) or placed & set(ops):
+            return False
+        # a name being written must still be able to become an op not placed yet (or the line has no way on)
+        naming = _name_being_written(open_line)
+        return naming is None or any(op.startswith(naming) for op in self._ops - placed - set(ops))
 
     @staticmethod
     def finished(text: str) -> bool:
@@ -114,6 +115,16 @@ def _placed_ops(line: str, *, finished: bool) -> list[str]:
         return []
     names = words[2].split(",")
     return names if finished or len(words) > 3 else names[:-1]
+
+
+def _name_being_written(line: str) -> str | None:
+    """The op name an unfinished step line is in the middle of ("" right after `keep ` or a comma), else None."""
+    words = line.split(" ")
+    if words[0] == "keep" and len(words) == 2:
+        return words[1]
+    if words[0] == "kernel" and len(words) == 3:
+        return words[2].split(",")[-1]
+    return None
 
 
 def _literal(text: str) -> str:

@@ -20,7 +20,13 @@ from drtriton_lsp.compiler.fragments import UnsearchableFragment, search_steps, 
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.compiler.script import parse_schedule
 from drtriton_lsp.models import formats
-from drtriton_lsp.models.script_grammar import ScriptGrammar, answer_pattern, script_constraint
+from drtriton_lsp.models.script_grammar import (
+    ScriptConstraint,
+    ScriptGrammar,
+    answer_pattern,
+    script_constraint,
+    script_line_pattern,
+)
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "csp_dag_level5_graphs.json"
 GRAPHS = [OpGraph.from_json(data) for data in json.loads(FIXTURE.read_text())]
@@ -157,3 +163,29 @@ def places_each_op_at_most_once(prefix: str, constraint) -> bool:
     if everything and current and not formats.END_LINE.startswith(current):
         return False
     return everything or not ends
+
+
+ALPHABET = sorted(set("abcdefghijklmnopqrstuvwxyz_0123456789,= #\n"))
+
+
+@pytest.mark.parametrize("graph", [*GRAPHS, None], ids=[*IDS, "names-that-prefix-others"])
+@settings(max_examples=40, deadline=None)
+@given(random=st.randoms(use_true_random=False))
+def test_sampling_never_reaches_a_dead_end_and_ends_in_a_whole_answer(graph, random):
+    """Whatever was sampled so far, some character can come next, until the answer is whole: a sampler held to the
+    grammar never has to stop mid-line."""
+    if graph is None:  # op names that start other op names: `add` and `add_1`
+        ops = ("add", "add_1", "mul", "add_10")
+        constraint = ScriptConstraint(script_line_pattern(ops), ops)
+    else:
+        constraint = script_constraint(graph)
+    grammar = ScriptGrammar(constraint)
+    text = ""
+    while not grammar.finished(text):
+        allowed = [character for character in ALPHABET if grammar.allows(text, character)]
+        assert allowed, f"a dead end after {text!r}"
+        text += random.choice(allowed)
+        assert len(text) < 4000
+    parsed = formats.parse_script_answer(text)
+    assert parsed.valid, parsed.error
+    assert sorted(op for line in parsed.script.splitlines() for op in ops_of(line)) == sorted(constraint.ops)
