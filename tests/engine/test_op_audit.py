@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from drtriton_lsp.engine.op_audit import GUARD_BYTES, CandidateAudit, OpRecorder, guard_launch
+from drtriton_lsp.worker.op_audit import GUARD_BYTES, CandidateAudit, OpRecorder, guard_launch
 
 
 def test_fresh_buffers_are_poisoned_and_filled_factories_keep_their_values():
