@@ -25,10 +25,10 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from drtriton_lsp.bench.suite import find_problems  # noqa: E402
 from drtriton_lsp.compiler.codegen import compile_graph  # noqa: E402
-from drtriton_lsp.engine.capture import capture  # noqa: E402
-from drtriton_lsp.engine.suite import find_problems  # noqa: E402
 from drtriton_lsp.errors import DrtritonError  # noqa: E402
+from drtriton_lsp.worker.capture import capture  # noqa: E402
 
 # Size constants at or above SHRINK_FROM are divided by SHRINK_FACTOR for the eager check; smaller ones (kernel
 # sizes, strides, head and group counts, batch sizes) keep their values, so divisibility between them survives.

@@ -31,12 +31,12 @@ from typing import Any, Callable
 import psutil
 import torch
 
-from drtriton_lsp.engine.devices import describe_devices
 from drtriton_lsp.engine.memory_caps import FLOOR_BYTES
 from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target
 from drtriton_lsp.engine.verify import Cancelled
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import LocalRunner
+from drtriton_lsp.worker.devices import describe_devices
 
 REPO = Path(__file__).resolve().parent.parent
 SUITE_DIR = REPO / "benchmarks" / "suites" / "synthetic"

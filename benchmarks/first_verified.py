@@ -21,9 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from drtriton_lsp.bench.suite import git_commit  # noqa: E402
 from drtriton_lsp.engine.devices import likely_device  # noqa: E402
 from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target  # noqa: E402
-from drtriton_lsp.engine.suite import git_commit  # noqa: E402
 from drtriton_lsp.engine.verify import worker_environment  # noqa: E402
 from drtriton_lsp.runners.local import LocalRunner, worker_python_path  # noqa: E402
 

@@ -79,32 +79,32 @@ VERIFY_TESTS = ("tests/engine/test_verify.py", "-k", "not hanging and not memory
 
 TARGETS: dict[str, Target] = {
     "tolerances": Target(
-        "drtriton_lsp/engine/tolerances.py",
+        "drtriton_lsp/worker/tolerances.py",
         ("tests/engine/test_tolerances.py", "tests/engine/test_float64_arbiter.py", "tests/engine/test_op_audit.py"),
     ),
     "op_audit": Target(
-        "drtriton_lsp/engine/op_audit.py", ("tests/engine/test_op_audit.py",),
+        "drtriton_lsp/worker/op_audit.py", ("tests/engine/test_op_audit.py",),
         note="worker-process tests (tests/engine/test_verify.py, test_adversarial.py) left out for time",
     ),
     "candidate_policy": Target("drtriton_lsp/engine/candidate_policy.py", ("tests/engine/test_candidate_policy.py",),
                                note="the adversarial fixtures (tests/engine/test_adversarial.py) left out for time"),
     "judge": Target(
-        "drtriton_lsp/engine/judge.py", (*FAST_JUDGE_TESTS, IN_PROCESS_JUDGE), seconds=300.0,
+        "drtriton_lsp/worker/judge.py", (*FAST_JUDGE_TESTS, IN_PROCESS_JUDGE), seconds=300.0,
         note="the process boundary (CandidateProcess: crashes, hangs, forged messages) is left to test_verify.py and "
              "test_adversarial.py, which start two interpreters per verification",
     ),
     "candidate_host": Target(
-        "drtriton_lsp/engine/candidate_host.py", ("tests/engine/test_candidate_host.py", IN_PROCESS_JUDGE),
+        "drtriton_lsp/worker/candidate_host.py", ("tests/engine/test_candidate_host.py", IN_PROCESS_JUDGE),
         seconds=300.0,
         note="the process boundary is also exercised by test_verify.py and test_adversarial.py (left out for time)",
     ),
     "verify": Target("drtriton_lsp/engine/verify.py", VERIFY_TESTS, seconds=300.0,
                      note="each mutant starts verify workers: tests/engine/test_verify.py, about a minute"),
     "triton_launches": Target(
-        "drtriton_lsp/engine/triton_launches.py", ("tests/engine/test_op_audit.py", IN_PROCESS_JUDGE), seconds=300.0,
+        "drtriton_lsp/worker/triton_launches.py", ("tests/engine/test_op_audit.py", IN_PROCESS_JUDGE), seconds=300.0,
     ),
     "bench": Target(
-        "drtriton_lsp/engine/bench.py", ("tests/test_bench.py", "tests/engine/test_bench_timing.py", "-m", "not slow"),
+        "drtriton_lsp/worker/benchmark.py", ("tests/test_bench.py", "tests/engine/test_bench_timing.py", "-m", "not slow"),
         note="run_benchmark and run_candidate_timing need CUDA (left out: tests/engine/test_gpu.py covers them on the "
              "GPU machine); the timing loops run here on a simulated device",
         left_out=("run_benchmark", "run_candidate_timing"),
@@ -162,19 +162,19 @@ CASES = (
          "replace_if_unchanged(source_file.path, source_file.raw, new_bytes)",
          "source_file.path.write_bytes(new_bytes)",
          ("tests/test_cli_write_refusals.py::test_an_edit_saved_while_drtriton_works_is_kept_and_nothing_is_written",)),
-    Case("float16 and bfloat16 tolerances loosened tenfold", "drtriton_lsp/engine/tolerances.py",
+    Case("float16 and bfloat16 tolerances loosened tenfold", "drtriton_lsp/worker/tolerances.py",
          'torch.float16: {"atol": 1e-2, "rtol": 1e-2},\n    torch.bfloat16: {"atol": 1e-2, "rtol": 1e-2},',
          'torch.float16: {"atol": 1e-1, "rtol": 1e-1},\n    torch.bfloat16: {"atol": 1e-1, "rtol": 1e-1},',
          ("tests/engine/test_tolerances.py",
           "tests/engine/test_judge_in_process.py::test_a_half_precision_result_three_tolerances_off_is_rejected")),
-    Case("fresh-memory poisoning disabled", "drtriton_lsp/engine/op_audit.py",
+    Case("fresh-memory poisoning disabled", "drtriton_lsp/worker/op_audit.py",
          "    if tensor.is_floating_point() or tensor.is_complex():\n        tensor.normal_(",
          "    return\n    if tensor.is_floating_point() or tensor.is_complex():\n        tensor.normal_(",
          ("tests/engine/test_op_audit.py",)),
-    Case("the L2 flush removed from the latency loop", "drtriton_lsp/engine/bench.py",
+    Case("the L2 flush removed from the latency loop", "drtriton_lsp/worker/benchmark.py",
          "        flush_buffer.zero_()\n        start, end = ", "        start, end = ",
          ("tests/engine/test_bench_timing.py",)),
-    Case("the L2 flush removed from the queued (device time) loop", "drtriton_lsp/engine/bench.py",
+    Case("the L2 flush removed from the queued (device time) loop", "drtriton_lsp/worker/benchmark.py",
          "        flush_buffer.zero_()\n        start.record()", "        start.record()",
          ("tests/engine/test_bench_timing.py",)),
 )

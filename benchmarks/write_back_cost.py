@@ -55,9 +55,9 @@ def dispatch_overhead_us() -> tuple[int, float, float]:
     os.environ["TRITON_INTERPRET"] = "1"  # CPU tensors count as a Triton device
     import torch
 
-    from drtriton_lsp.engine.capture_job import run_capture
-    from drtriton_lsp.engine.task import load_module_from_source
     from drtriton_lsp.source.extract import extract_task
+    from drtriton_lsp.task import load_module_from_source
+    from drtriton_lsp.worker.capture_job import run_capture
 
     source = (Path(__file__).resolve().parents[1] / "tests" / "source" / "data" / "realistic_model.py").read_text()
     guards = run_capture({"task": extract_task(source, "MLPBlock").to_json()}, lambda _message: None)["guards"]

@@ -33,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "worker":
-        from drtriton_lsp.runners.worker import exit_now
-        from drtriton_lsp.runners.worker import main as worker_main
+        from drtriton_lsp.worker.main import exit_now
+        from drtriton_lsp.worker.main import main as worker_main
 
         exit_now(worker_main())
     console = Console(stderr=True)
@@ -401,10 +401,10 @@ def write_verified(source_file, outcomes, console: Console, provenance_text, *, 
 def verify_command(args: argparse.Namespace, console: Console) -> int:
     from drtriton_lsp.engine.devices import describe_device, likely_device, resolve_device
     from drtriton_lsp.engine.report import build_report, one_line
-    from drtriton_lsp.engine.task import Task
     from drtriton_lsp.engine.verify import Cancelled, verify_candidate, worker_environment
     from drtriton_lsp.runners.choice import runner_for
     from drtriton_lsp.runners.runner import JobFailure
+    from drtriton_lsp.task import Task
 
     task = Task.from_file(args.task_file)
     candidate = read_source(args.candidate_file)
@@ -470,8 +470,7 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
     import datetime
     import shlex
 
-    from drtriton_lsp.engine.devices import describe_device, resolve_device
-    from drtriton_lsp.engine.suite import (
+    from drtriton_lsp.bench.suite import (
         git_commit,
         load_results,
         measure_copy_bandwidth,
@@ -479,7 +478,8 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
         run_suite,
         select_problems,
     )
-    from drtriton_lsp.engine.suite_report import progress_line, render_console_summary, write_results
+    from drtriton_lsp.bench.suite_report import progress_line, render_console_summary, write_results
+    from drtriton_lsp.engine.devices import describe_device, resolve_device
     from drtriton_lsp.runners.choice import runner_for
     from drtriton_lsp.runners.runner import JobFailure
 

@@ -17,15 +17,16 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
+from drtriton_lsp.bench import suite
+from drtriton_lsp.bench.roofline import GraphWork, MatmulShape, broadcast_matmul_shape, einsum_shape, graph_work
+from drtriton_lsp.bench.suite_plots import roofline_chart, speedup_chart
+from drtriton_lsp.bench.suite_report import progress_line, render_markdown, write_results
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
-from drtriton_lsp.engine import bench, suite
-from drtriton_lsp.engine.gpu_lock import GPU_LOCK_VARIABLE, gpu_hold
 from drtriton_lsp.engine.pipeline import OptimizeOptions
-from drtriton_lsp.engine.roofline import GraphWork, MatmulShape, broadcast_matmul_shape, einsum_shape, graph_work
-from drtriton_lsp.engine.suite_plots import roofline_chart, speedup_chart
-from drtriton_lsp.engine.suite_report import progress_line, render_markdown, write_results
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.runner import JobFailure
+from drtriton_lsp.worker import benchmark
+from drtriton_lsp.worker.gpu_lock import GPU_LOCK_VARIABLE, gpu_hold
 
 SVG = "{http://www.w3.org/2000/svg}"
 H200 = {"kind": "cuda", "name": "NVIDIA H200"}
@@ -153,14 +154,14 @@ def test_speeds_use_device_time_and_latency_its_own_measure_unless_work_escaped_
         "compile": {"median_ms": 0.8, "median_latency_ms": 1.6, "median_host_ms": 1.7},
         "triton": {"median_ms": 0.5, "median_latency_ms": 0.8, "median_host_ms": 3.0},
     }
-    device_time = bench.speedups(measured, "median_ms")
+    device_time = benchmark.speedups(measured, "median_ms")
     assert (device_time["triton_ms"], device_time["speedup_vs_eager"], device_time["speedup_vs_compile"]) == (0.5, 2.0, 1.6)
-    latency = bench.speedups(measured, "median_latency_ms")
+    latency = benchmark.speedups(measured, "median_latency_ms")
     assert latency["speedup_vs_eager"] == pytest.approx(1.5) and latency["speedup_vs_compile"] == pytest.approx(2.0)
     # the host clock is the candidate's only trusted measure; baselines keep their synchronized event times
-    host = bench.speedups(measured, "median_host_ms")
+    host = benchmark.speedups(measured, "median_host_ms")
     assert host["triton_ms"] == 3.0 and host["eager_ms"] == 1.2 and host["compile_ms"] == 1.6
-    assert bench.speedups({**measured, "compile": None}, "median_ms")["speedup_vs_compile"] is None
+    assert benchmark.speedups({**measured, "compile": None}, "median_ms")["speedup_vs_compile"] is None
 
 
 def test_max_autotune_is_timed_beside_the_default_mode_only_when_asked_for():
@@ -168,10 +169,10 @@ def test_max_autotune_is_timed_beside_the_default_mode_only_when_asked_for():
         "eager": {"median_ms": 1.0}, "compile": {"median_ms": 0.8}, "compile_max_autotune": {"median_ms": 0.6},
         "triton": {"median_ms": 0.5},
     }
-    both = bench.speedups(measured, "median_ms")
+    both = benchmark.speedups(measured, "median_ms")
     assert both["compile_max_autotune_ms"] == 0.6 and both["speedup_vs_compile_max_autotune"] == pytest.approx(1.2)
     assert both["speedup_vs_compile"] == pytest.approx(1.6)
-    default_only = bench.speedups({name: measured[name] for name in ("eager", "compile", "triton")}, "median_ms")
+    default_only = benchmark.speedups({name: measured[name] for name in ("eager", "compile", "triton")}, "median_ms")
     assert default_only["compile_max_autotune_ms"] is None and default_only["speedup_vs_compile_max_autotune"] is None
 
 
@@ -204,7 +205,7 @@ def test_the_markdown_shows_max_autotune_columns_and_rows_only_for_a_run_that_ti
 def test_bench_max_autotune_is_off_by_default_and_asked_of_every_benchmark_job_when_on(tmp_path):
     from drtriton_lsp.cli import bench_options, bench_pipeline, build_parser
     from drtriton_lsp.engine.pipeline import benchmark_params
-    from drtriton_lsp.engine.task import Task
+    from drtriton_lsp.task import Task
 
     task = Task(name="Model", kind="module", source=TINY_PROBLEM)
     default_args = build_parser().parse_args(["bench", "problems", "--search"])
@@ -585,7 +586,7 @@ def test_ctrl_c_during_the_first_problem_still_writes_readable_results(tmp_path,
 
 @pytest.mark.gpu
 def test_the_ceilings_measured_on_a_gpu_are_in_a_plausible_range():
-    from drtriton_lsp.engine.ceilings import run_ceilings
+    from drtriton_lsp.worker.ceilings import run_ceilings
 
     square = {"batch": 1, "m": 4096, "n": 4096, "k": 4096, "dtype": "bfloat16"}
     measured = run_ceilings({"copy": True, "matmuls": [square]}, lambda _message: None)

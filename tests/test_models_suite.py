@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from drtriton_lsp.engine.suite import find_problems
+from drtriton_lsp.bench.suite import find_problems
 
 REPO = Path(__file__).resolve().parent.parent
 SUITE = REPO / "benchmarks" / "problems" / "models"

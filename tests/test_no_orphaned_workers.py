@@ -28,8 +28,8 @@ pytestmark = pytest.mark.slow
 
 SPIN_S = 2  # a candidate process that has waited for its requests, then runs this long without a pause, is stuck
 
-WORKER_MODULE = "drtriton_lsp.runners.worker"
-CANDIDATE_HOST_MODULE = "drtriton_lsp.engine.candidate_host"
+WORKER_MODULE = "drtriton_lsp.worker.main"
+CANDIDATE_HOST_MODULE = "drtriton_lsp.worker.candidate_host"
 VERIFY_FIXTURES = FIXTURES / "verify"
 
 

@@ -1,6 +1,6 @@
 """The flat op graph the compiler works on: what `torch.export` captured, as plain data.
 
-Built by `drtriton_lsp.engine.capture` inside a worker process and sent to the parent as JSON,
+Built by `drtriton_lsp.worker.capture` inside a worker process and sent to the parent as JSON,
 so every field here is JSON-friendly (no torch objects): the parent never imports user code.
 
 Shapes are lists whose entries are ints or symbol names (str): a symbol is a dimension that

@@ -1,4 +1,4 @@
-"""The pipeline around generated kernels: capture, verify, benchmark, report.
+"""The caller's side of a job: the pipeline, search, the verifier's caller, the report; never imports torch.
 
-Modules that execute user code (capture, the worker side of verify and bench) run only in workers.
+What executes user or generated code is in worker/, reached only through a runner (runners/), never imported here.
 """

@@ -1,53 +1,16 @@
-"""What hardware and software a worker sees, and which device a job should use.
+"""Which device a job should use, decided in the caller from what a worker sees (worker/devices.py answers that).
 
-`describe_devices` runs in a worker (it imports torch); the parent gets its answer through the
-`capabilities` or `capture` methods and decides with `resolve_device`.
+`resolve_device` picks or refuses one, `likely_device` guesses one without starting CUDA, `describe_device` reports it.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-import platform
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 from drtriton_lsp.errors import DrtritonError
-from drtriton_lsp.runners.protocol import REMOTE_HOST_VARIABLE
-
-
-def describe_devices() -> dict:
-    """The devices and versions this worker sees; `host` too when it runs on a remote host (an ssh runner's)."""
-    import torch
-    import triton
-
-    cuda = torch.cuda.is_available()
-    remote_host = os.environ.get(REMOTE_HOST_VARIABLE)
-    return {
-        **({"host": remote_host} if remote_host else {}),
-        "cuda_available": cuda,
-        "cuda_device_name": torch.cuda.get_device_name(0) if cuda else None,
-        "cpu_name": cpu_model_name(),
-        "versions": {
-            "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "triton": triton.__version__,
-            "cuda": torch.version.cuda,
-        },
-    }
-
-
-def cpu_model_name() -> str:
-    """The CPU's marketing name from /proc/cpuinfo where there is one, else the architecture."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from typing import Any, Callable
 
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.verify import Cancelled, verify_candidate
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
@@ -22,6 +21,7 @@ from drtriton_lsp.models.settings import ModelSettings
 from drtriton_lsp.models.sources import MODEL, Origin
 from drtriton_lsp.runners.local import JobFailure
 from drtriton_lsp.source.writeback import verification_candidate
+from drtriton_lsp.task import Task
 
 # How many distinct rejection reasons the report lists (the rest are counted).
 REPORTED_REASONS = 5

@@ -20,8 +20,10 @@ from drtriton_lsp import __version__
 from drtriton_lsp.compiler import aten_schemas
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.compiler.script import parse_schedule
 from drtriton_lsp.engine.devices import COMMAND_LINE_DEVICE, DeviceOption, describe_device, likely_device, resolve_device
 from drtriton_lsp.engine.memory_caps import with_task_memory_caps
+from drtriton_lsp.engine.model_search import CandidateBuilder, WorkerModelMeasurer, run_model_search
 from drtriton_lsp.engine.report import (
     build_report,
     correctness_of,
@@ -29,10 +31,16 @@ from drtriton_lsp.engine.report import (
     earlier_timing,
     revised_report,
 )
-from drtriton_lsp.engine.search import SearchBudget
-from drtriton_lsp.engine.task import Task
-from drtriton_lsp.engine.verify import Cancelled, verify_candidate, worker_environment
+from drtriton_lsp.engine.search import (
+    SearchBudget,
+    SearchCache,
+    WorkerMeasurer,
+    default_cache_directory,
+    search_schedule,
+)
+from drtriton_lsp.engine.verify import Cancelled, user_input_shapes, verify_candidate, worker_environment
 from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.models.backends import ModelUnavailable, open_backend
 from drtriton_lsp.models.settings import ModelSettings
 from drtriton_lsp.models.sources import COMPILER, COMPILER_ORIGIN, MODEL
 from drtriton_lsp.runners.local import worker_python_path
@@ -43,6 +51,7 @@ from drtriton_lsp.source.extract import extract_task
 from drtriton_lsp.source.pyfile import parse_file
 from drtriton_lsp.source.targets import find_targets
 from drtriton_lsp.source.writeback import applied_kernel_candidate, verification_candidate
+from drtriton_lsp.task import Task
 
 Progress = Callable[[str], None]
 
@@ -83,7 +92,7 @@ class OptimizeOptions:
 class Outcome:
     """What optimizing one target produced: the report, and what write-back needs.
 
-    guards: what the kernels are specialised on (engine/specialization.py), checked by the written dispatch.
+    guards: what the kernels are specialised on (worker/specialization.py), checked by the written dispatch.
     task / input_shapes: the extracted task and its exported input shapes, so that the same kernel
     can be verified or timed again without extracting, capturing or generating it again.
     """
@@ -515,9 +524,6 @@ def _search(
 ) -> _Trial:
     """Search the schedule (GPU only: choosing needs timings), then keep whichever whole program,
     default or searched, is faster end to end. Updates the report's `search` entry in place."""
-    from drtriton_lsp.compiler.script import parse_schedule
-    from drtriton_lsp.engine.search import SearchCache, WorkerMeasurer, default_cache_directory, search_schedule
-
     if device == "cpu":
         search["note"] = "not searched: choosing between verified schedules needs timings, and there is no GPU"
         return default
@@ -579,9 +585,6 @@ def _model_search(
 ) -> _Trial | None:
     """The model's answers beside the compiler's result `compiler` (None: the compiler generated nothing), through
     the same verifier and benchmark; returns the winner's trial. Updates the report's `search` entry in place."""
-    from drtriton_lsp.engine.model_search import CandidateBuilder, WorkerModelMeasurer, run_model_search
-    from drtriton_lsp.models.backends import ModelUnavailable, open_backend
-
     search["backend"] = f"{search['backend']}+model"
     try:
         backend = open_backend(options.model, runner)
@@ -628,15 +631,6 @@ def ops_of(verdict, planned_replaced, planned_kept) -> tuple[list[str], list[str
     if verdict.replaced_ops is not None and verdict.kept_ops is not None:
         return list(verdict.replaced_ops), list(verdict.kept_ops)
     return list(planned_replaced), list(planned_kept)
-
-
-def user_input_shapes(graph: OpGraph) -> dict[str, Any]:
-    """The exported (symbolic) shapes of the tensor inputs, so verification can plan odd sizes."""
-    user_inputs = [g for g in graph.inputs if g.kind == "user_input"]
-    return {
-        "inputs": [list(g.spec.shape) if g.spec else None for g in user_inputs],
-        "ranges": graph.symbol_ranges,
-    }
 
 
 def specialization_of(guards: list[dict[str, Any]], task: Task) -> dict[str, Any]:

@@ -1,18 +1,18 @@
 """A report's timing as a small SVG bar chart: eager, torch.compile (and max-autotune) and Triton, one bar each.
 
 Shown beside the Markdown report in the editor; None when nothing was timed (no GPU), so no chart claims a speed.
+The SVG frame and font are shared with the bench's charts (bench/suite_plots.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
-from xml.sax.saxutils import escape
-
-from drtriton_lsp.engine.suite_plots import FONT, svg_document
+from xml.sax.saxutils import escape, quoteattr
 
 BAR_HEIGHT, BAR_GAP = 22, 10
 LABEL_WIDTH, PLOT_WIDTH, VALUE_WIDTH = 190, 300, 190
 TOP, BOTTOM = 44, 16
+FONT = 'font-family="sans-serif" font-size="11"'
 COLORS = {"Triton": "#dd8452", "eager": "#8c8c8c", "torch.compile": "#4c72b0", "torch.compile (max-autotune)": "#8172b3"}
 
 
@@ -44,3 +44,12 @@ def timing_chart(report: dict[str, Any]) -> str | None:
             f'<text x="{LABEL_WIDTH + length + 6:.1f}" y="{y + 15}" {FONT}>{escape(value)}</text>',
         ]
     return svg_document(width, height, elements)
+
+
+def svg_document(width: float, height: float, elements: list[str]) -> str:
+    """A standalone SVG image, `width` x `height` pixels, of `elements` (SVG text) in order."""
+    header = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f"viewBox={quoteattr(f'0 0 {width} {height}')}>"
+    )
+    return "\n".join([header, *elements, "</svg>"]) + "\n"

@@ -29,11 +29,11 @@ from drtriton_lsp.compiler.fragments import (
 )
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, parse_schedule, print_schedule
-from drtriton_lsp.engine.task import Task
-from drtriton_lsp.engine.verify import Cancelled
+from drtriton_lsp.engine.verify import Cancelled, user_input_shapes, verify_candidate, worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.runner import JobFailure, Runner
 from drtriton_lsp.source.candidate import build_candidate
+from drtriton_lsp.task import Task
 
 # 2: kept convolutions are searched (with the pointwise kernel after them); 3: a matmul kernel is
 # searched with the reduce kernel after it (and folding it in); 4: consecutive pointwise and reduce
@@ -346,9 +346,6 @@ class WorkerMeasurer:
         self.gpu = GpuLock()
 
     def __call__(self, task: Task, fragment: OpGraph, candidates: list[str], stop: threading.Event):
-        from drtriton_lsp.engine.pipeline import user_input_shapes
-        from drtriton_lsp.engine.verify import verify_candidate, worker_environment
-
         def verify_one(source: str):
             with self.gpu.shared():
                 # each verification starts the next one's worker (or the timing job's: the same environment on a GPU)

@@ -1,6 +1,6 @@
 """Verification, caller side: the static policy on the candidate's text, then the judge in a worker.
 
-This module never imports torch or runs the candidate. The judge (engine.judge, in a worker) runs the candidate in a
+This module never imports torch or runs the candidate. The judge (worker.judge, in a worker) runs the candidate in a
 process of its own and decides from data alone; a judge worker that crashes, hangs or overuses memory is itself
 the verdict: the candidate is rejected with that name.
 """
@@ -11,10 +11,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.candidate_policy import policy_violation
-from drtriton_lsp.engine.task import Task
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.runner import JobFailure, JobLimits, Runner
+from drtriton_lsp.task import Task
 
 # Every reason a candidate can be rejected for, with the sentence a report shows.
 REJECTION_REASONS = {
@@ -164,6 +165,15 @@ def verify_candidate(
         replaced_ops=result.get("replaced_ops"),
         seconds=result.get("seconds", {}),
     )
+
+
+def user_input_shapes(graph: OpGraph) -> dict[str, Any]:
+    """The exported (symbolic) shapes of the tensor inputs, so verification can plan odd sizes."""
+    user_inputs = [g for g in graph.inputs if g.kind == "user_input"]
+    return {
+        "inputs": [list(g.spec.shape) if g.spec else None for g in user_inputs],
+        "ranges": graph.symbol_ranges,
+    }
 
 
 def worker_environment(device: str) -> dict[str, str | None]:

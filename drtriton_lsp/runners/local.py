@@ -1,6 +1,6 @@
 """Run one job in a fresh local worker process, watched for time, memory and cancellation.
 
-Each job gets its own `python -m drtriton_lsp.runners.worker`, so a crash or hang ends only that process (a named
+Each job gets its own `python -m drtriton_lsp.worker.main`, so a crash or hang ends only that process (a named
 `JobFailure`); a "spare" started ahead (`prepare`) imports torch while an earlier step runs, then serves one job.
 """
 
@@ -25,7 +25,7 @@ from drtriton_lsp.errors import DrtritonError, WorkerError
 from drtriton_lsp.runners import lifetime, protocol
 from drtriton_lsp.runners.runner import JobFailure, JobLimits, Runner
 
-WORKER_MODULE = "drtriton_lsp.runners.worker"
+WORKER_MODULE = "drtriton_lsp.worker.main"
 WATCH_INTERVAL_S = 0.1
 STDERR_LINES_KEPT = 60
 # Request ids on a worker's stdin: a spare's preload, then the job, then shutdown.

@@ -328,7 +328,7 @@ def specialization_name(forward_function: str) -> str:
 def render_specialization(name: str, guards: list[dict[str, Any]]) -> str:
     """`NAME = (...)`: the guards as Python source, one per line, in the form drtriton_dispatch reads.
 
-    guards: what capture recorded (see engine/specialization.py). Raises SourceError for a guard
+    guards: what capture recorded (see worker/specialization.py). Raises SourceError for a guard
     that is not in that form (drtriton only ever writes values it can spell as plain Python).
     """
     lines = [f"{name} = ("]
@@ -406,7 +406,7 @@ def _identifier(text: str) -> str:
 
 
 def _python(value: Any, tuple_of: bool = False) -> str:
-    """Python source for a value encoded by engine/specialization.py (`tuple_of`: a list written as a tuple)."""
+    """Python source for a value encoded by worker/specialization.py (`tuple_of`: a list written as a tuple)."""
     if isinstance(value, list) and tuple_of:
         return _sequence("(", [_python(item) for item in value], ")", tuple_=True)
     if value is None or isinstance(value, (bool, int, str)):

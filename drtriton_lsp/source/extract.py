@@ -26,7 +26,6 @@ import functools
 import re
 from dataclasses import dataclass
 
-from drtriton_lsp.engine.task import LineMapping, Task
 from drtriton_lsp.errors import SourceError
 from drtriton_lsp.source.pyfile import (
     BLOCK_END,
@@ -51,6 +50,7 @@ from drtriton_lsp.source.targets import (
     method_signature,
     required_parameters,
 )
+from drtriton_lsp.task import LineMapping, Task
 
 PRAGMA_KEYS = ("inputs", "init")
 # `<hidden>`: a value the quick fix could not find in the file, left for the user to fill in

@@ -48,7 +48,7 @@ def write_back(
     """The user's file with `program` written in for the target `target_name`.
 
     provenance: plain text (any number of lines) written as comments at the top of the block.
-    guards: what the kernels are specialised on (engine/specialization.py); the dispatch checks them.
+    guards: what the kernels are specialised on (worker/specialization.py); the dispatch checks them.
     Writing again for the same target replaces its block and decorator. A leading byte order mark stays.
     """
     newline = newline_of(user_source.removeprefix(BYTE_ORDER_MARK))

@@ -18,7 +18,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph  # noqa: E402
-from drtriton_lsp.engine.capture import capture_graph  # noqa: E402
+from drtriton_lsp.worker.capture import capture_graph  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

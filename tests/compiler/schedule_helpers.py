@@ -13,8 +13,8 @@ from drtriton_lsp.compiler.fragments import search_steps, step_alternatives
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.compiler.planner import default_schedule
 from drtriton_lsp.compiler.script import KernelLine, Schedule, print_schedule
-from drtriton_lsp.engine.capture import capture_graph
 from drtriton_lsp.engine.search import assemble
+from drtriton_lsp.worker.capture import capture_graph
 
 
 def capture(model: nn.Module, inputs: tuple) -> OpGraph:

@@ -15,8 +15,8 @@ from torch import nn
 
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.forward_source import UnsupportedGraphError
-from drtriton_lsp.engine.capture import capture_graph
 from drtriton_lsp.engine.pipeline import no_candidate_message
+from drtriton_lsp.worker.capture import capture_graph
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
 

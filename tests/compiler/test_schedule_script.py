@@ -19,7 +19,7 @@ from torch import nn
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, ScheduleError, parse_schedule, print_schedule
 from drtriton_lsp.compiler.templates import TEMPLATES
-from drtriton_lsp.engine.capture import capture_graph
+from drtriton_lsp.worker.capture import capture_graph
 
 NODE_NAMES = st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True)
 

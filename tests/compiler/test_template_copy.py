@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from drtriton_lsp.compiler.codegen import compile_graph
-from drtriton_lsp.engine.capture import capture_graph
+from drtriton_lsp.worker.capture import capture_graph
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
 

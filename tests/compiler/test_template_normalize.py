@@ -20,7 +20,7 @@ from drtriton_lsp.compiler.planner import default_schedule
 from drtriton_lsp.compiler.script import print_schedule
 from drtriton_lsp.compiler.templates import TEMPLATES
 from drtriton_lsp.compiler.templates.normalize import strategy_parameter
-from drtriton_lsp.engine.capture import capture_graph
+from drtriton_lsp.worker.capture import capture_graph
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
 

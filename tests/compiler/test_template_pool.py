@@ -14,7 +14,7 @@ from torch import nn
 
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.script import parse_schedule, print_schedule
-from drtriton_lsp.engine.capture import capture_graph
+from drtriton_lsp.worker.capture import capture_graph
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
 

@@ -13,7 +13,7 @@ from torch import nn
 
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.script import KernelLine, Schedule, ScheduleError, parse_schedule, print_schedule
-from drtriton_lsp.engine.capture import capture_graph
+from drtriton_lsp.worker.capture import capture_graph
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.verify import verify_candidate
 from drtriton_lsp.runners.local import LocalRunner
+from drtriton_lsp.task import Task
 from tests.conftest import FIXTURES
 
 pytestmark = pytest.mark.slow

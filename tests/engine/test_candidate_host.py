@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from drtriton_lsp.engine.candidate_host import _apply_precision, _classify, _describe_output, _identical
+from drtriton_lsp.worker.candidate_host import _apply_precision, _classify, _describe_output, _identical
 
 
 def test_outputs_are_described_plain_tensors_and_values_only():
@@ -68,7 +68,7 @@ def test_what_the_candidate_prints_never_reaches_the_judges_protocol_stream(tmp_
     load = {"id": 1, "op": "load", "source": "candidate.py", "init": "init.pt", "init_seed": 1,
             "device": "cpu"}
     finished = subprocess.run(
-        [sys.executable, "-m", "drtriton_lsp.engine.candidate_host", str(tmp_path)],
+        [sys.executable, "-m", "drtriton_lsp.worker.candidate_host", str(tmp_path)],
         input=json.dumps(load) + "\n" + json.dumps({"op": "exit"}) + "\n", capture_output=True, text=True, timeout=120,
     )
     assert finished.returncode == 0, finished.stderr

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from drtriton_lsp.engine.bench import candidate_model, run_candidate_timing
-from drtriton_lsp.engine.task import Task, load_module_from_source
+from drtriton_lsp.task import Task, load_module_from_source
+from drtriton_lsp.worker.benchmark import candidate_model, run_candidate_timing
 
 TASK = '''
 import torch

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from drtriton_lsp.engine.candidate_process import CandidateProcess, Rejected
+from drtriton_lsp.worker.candidate_process import CandidateProcess, Rejected
 
 
 def scripted(answer: str) -> CandidateProcess:

@@ -16,10 +16,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.capture import capture, capture_graph
-from drtriton_lsp.engine.capture_job import run_capture
-from drtriton_lsp.engine.task import Task
 from drtriton_lsp.errors import CaptureError
+from drtriton_lsp.task import Task
+from drtriton_lsp.worker.capture import capture, capture_graph
+from drtriton_lsp.worker.capture_job import run_capture
 
 
 class LinearGelu(nn.Module):

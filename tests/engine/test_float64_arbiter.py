@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from drtriton_lsp.engine.judge import Call, Rejected, Tally, _compare, _float64_outputs
+from drtriton_lsp.worker.judge import Call, Rejected, Tally, _compare, _float64_outputs
 
 EXACT = torch.linspace(-3.0, 3.0, 1000, dtype=torch.float64)
 EAGER = (EXACT + 1e-3 * torch.sin(EXACT * 37)).float()  # eager's own error: up to 1e-3

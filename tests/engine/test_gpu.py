@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.verify import verify_candidate
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
+from drtriton_lsp.task import Task
 from tests.conftest import FIXTURES
 
 pytestmark = pytest.mark.gpu

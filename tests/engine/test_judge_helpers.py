@@ -12,7 +12,7 @@ import torch
 
 import threading
 
-from drtriton_lsp.engine.judge import (
+from drtriton_lsp.worker.judge import (
     DrawsAhead,
     Rejected,
     Tally,

@@ -22,9 +22,9 @@ if not torch.cuda.is_available():
 
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-from drtriton_lsp.engine import candidate_process, judge  # noqa: E402
-from drtriton_lsp.engine.candidate_host import CandidateFailed, Host  # noqa: E402
-from drtriton_lsp.engine.task import Task  # noqa: E402
+from drtriton_lsp.task import Task  # noqa: E402
+from drtriton_lsp.worker import candidate_process, judge  # noqa: E402
+from drtriton_lsp.worker.candidate_host import CandidateFailed, Host  # noqa: E402
 from tests.conftest import FIXTURES  # noqa: E402
 
 try:
@@ -211,7 +211,7 @@ def test_the_candidates_process_answers_each_request_by_id_with_a_result_or_the_
     import io
     import json
 
-    from drtriton_lsp.engine.candidate_host import serve
+    from drtriton_lsp.worker.candidate_host import serve
 
     monkeypatch.setattr(JITFunction, "run", JITFunction.run)  # put back after the test: serve's Host patches them
     monkeypatch.setattr(JITFunction, "_do_compile", getattr(JITFunction, "_do_compile", None), raising=False)

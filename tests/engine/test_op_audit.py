@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from drtriton_lsp.engine.op_audit import GUARD_BYTES, CandidateAudit, OpRecorder, guard_launch
+from drtriton_lsp.worker.op_audit import GUARD_BYTES, CandidateAudit, OpRecorder, guard_launch
 
 
 def test_fresh_buffers_are_poisoned_and_filled_factories_keep_their_values():
@@ -271,7 +271,7 @@ def test_a_launch_copying_a_result_of_nan_alone_is_a_copy():
 
 def test_recording_ops_does_not_import_torchdynamo():
     # TorchDynamo takes seconds to import, at every candidate process's start; the audit needs none of it
-    code = ("import sys, torch\nfrom drtriton_lsp.engine.op_audit import CandidateAudit\n"
+    code = ("import sys, torch\nfrom drtriton_lsp.worker.op_audit import CandidateAudit\n"
             "with CandidateAudit(track_triton_values=True):\n    torch.relu(torch.empty(3))\n"
             "print('torch._dynamo' in sys.modules)")
     finished = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

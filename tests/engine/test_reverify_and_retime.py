@@ -20,10 +20,10 @@ from drtriton_lsp.engine.pipeline import (
     reverify_outcome,
 )
 from drtriton_lsp.engine.report import build_report, one_line, to_markdown, worth_writing_back
-from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.verify import Verdict
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import LocalRunner
+from drtriton_lsp.task import Task
 from tests.conftest import FIXTURES
 
 VERIFY_FIXTURES = FIXTURES / "verify"

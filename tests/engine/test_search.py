@@ -18,7 +18,6 @@ from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.fragments import fragment_graph, fragment_task_source, line_alternatives, search_steps
 from drtriton_lsp.compiler.planner import default_schedule
 from drtriton_lsp.compiler.script import KernelLine, parse_schedule, print_schedule
-from drtriton_lsp.engine.capture import capture_graph
 from drtriton_lsp.engine.search import (
     Alternative,
     GpuLock,
@@ -29,10 +28,11 @@ from drtriton_lsp.engine.search import (
     choose,
     search_schedule,
 )
-from drtriton_lsp.engine.task import Task, load_module_from_source
 from drtriton_lsp.engine.verify import Cancelled
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
+from drtriton_lsp.task import Task, load_module_from_source
+from drtriton_lsp.worker.capture import capture_graph
 
 
 class TwoChains(nn.Module):

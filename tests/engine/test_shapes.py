@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from drtriton_lsp.engine.shapes import CPU_INPUT_ELEMENT_BUDGET, plan_input_shapes, resize_inputs
+from drtriton_lsp.worker.shapes import CPU_INPUT_ELEMENT_BUDGET, plan_input_shapes, resize_inputs
 
 
 def test_free_dims_get_an_odd_size_and_fixed_dims_stay():

@@ -7,8 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from drtriton_lsp.engine.capture_job import run_capture  # noqa: E402 - after the torch check
 from drtriton_lsp.source.extract import extract_task  # noqa: E402
+from drtriton_lsp.worker.capture_job import run_capture  # noqa: E402 - after the torch check
 
 USER_FILE = textwrap.dedent(
     """\

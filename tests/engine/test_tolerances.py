@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from drtriton_lsp.engine.judge import Rejected, Tally, _compare
+from drtriton_lsp.worker.judge import Rejected, Tally, _compare
 
 # (dtype, tally flags, atol = rtol as the table in docs/verification.md states them, the label the report shows)
 STATED = [

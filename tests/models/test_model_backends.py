@@ -17,10 +17,9 @@ import regex
 from tiny_models import HYPOT, HYPOT_KERNEL, build_tiny_model
 
 from drtriton_lsp import cli
+from drtriton_lsp.bench.suite_report import model_winners_text
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.model_search import CandidateBuilder, WorkerModelMeasurer, run_model_search
-from drtriton_lsp.engine.suite_report import model_winners_text
-from drtriton_lsp.engine.task import Task
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
 from drtriton_lsp.models.backends import (
@@ -35,6 +34,7 @@ from drtriton_lsp.models.script_grammar import ScriptGrammar, answer_pattern, sc
 from drtriton_lsp.models.settings import ModelSettings, parse_model_settings
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.source.extract import extract_task
+from drtriton_lsp.task import Task
 
 SERVER = Path(__file__).resolve().parent / "openai_server.py"
 REPO = Path(__file__).resolve().parents[2]

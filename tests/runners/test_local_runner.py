@@ -19,11 +19,11 @@ import time
 import psutil
 import pytest
 
-from drtriton_lsp.engine.task import Task
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners import protocol
 from drtriton_lsp.runners.local import PRELOAD_ID, JobFailure, JobLimits, LocalRunner
 from drtriton_lsp.source.extract import extract_task
+from drtriton_lsp.task import Task
 
 
 def test_capabilities_reports_devices_and_methods():
@@ -214,7 +214,7 @@ def test_closing_or_dropping_the_runner_leaves_no_worker_behind(started_workers)
     del dropped
     gc.collect()
     assert [worker.returncode for worker in started_workers] == [-signal.SIGKILL] * 3
-    assert not [child for child in psutil.Process().children(recursive=True) if "drtriton_lsp.runners.worker" in child.cmdline()]
+    assert not [child for child in psutil.Process().children(recursive=True) if "drtriton_lsp.worker.main" in child.cmdline()]
 
 
 @pytest.mark.slow

@@ -19,13 +19,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from drtriton_lsp.engine.task import Task
 from drtriton_lsp.engine.verify import verify_candidate
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners import protocol
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.runners.runner import JobFailure, JobLimits
 from drtriton_lsp.runners.ssh import SSH_COMMAND_VARIABLE, RemoteHost, SshRunner, remote_problem
+from drtriton_lsp.task import Task
 from tests.conftest import FIXTURES
 from tests.process_trees import alive_after, below
 from tests.test_no_orphaned_workers import CANDIDATE_HOST_MODULE, wait_for_file, wait_until_spinning

@@ -147,4 +147,4 @@ def worker_processes(client: LanguageClient) -> list[psutil.Process]:
 
 
 def _is_worker(process: psutil.Process | None) -> bool:
-    return process is not None and "drtriton_lsp.runners.worker" in " ".join(process.cmdline())
+    return process is not None and "drtriton_lsp.worker.main" in " ".join(process.cmdline())

@@ -9,8 +9,8 @@ import warnings
 
 import pytest
 
-from drtriton_lsp.engine.task import load_module_from_source
 from drtriton_lsp.source.dispatch import DISPATCH_HELPER, render_specialization
+from drtriton_lsp.task import load_module_from_source
 
 torch = pytest.importorskip("torch")
 
@@ -286,8 +286,8 @@ class Settings:
     ],
 )
 def test_values_match_only_the_same_kind_of_value(user, value, same, other):
-    from drtriton_lsp.engine.specialization import encode_value
     from drtriton_lsp.source.dispatch import _python
+    from drtriton_lsp.worker.specialization import encode_value
 
     expected = eval(_python(encode_value(value, "tests")), vars(user))
 
@@ -328,7 +328,7 @@ def test_each_guard_is_described_in_words_for_the_report_and_the_provenance_comm
 
 
 def test_one_item_lists_dicts_and_tuples_are_described_as_python_writes_them():
-    from drtriton_lsp.engine.specialization import encode_value
+    from drtriton_lsp.worker.specialization import encode_value
     from drtriton_lsp.source.dispatch import describe_guard
 
     described = [describe_guard({"kind": "argument", "name": "value", "value": encode_value(value, "tests")}, "Scaled")

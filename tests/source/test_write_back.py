@@ -10,13 +10,13 @@ import warnings
 import pytest
 from source_stand_ins import relu_program
 
-from drtriton_lsp.engine.task import load_module_from_source
 from drtriton_lsp.errors import SourceError
 from drtriton_lsp.source.dispatch import DISPATCH_HELPER, is_dispatch_helper_statement, without_dispatch_decorators
 from drtriton_lsp.source.extract import extract_task
 from drtriton_lsp.source.pyfile import BLOCK_END, BLOCK_START
 from drtriton_lsp.source.targets import find_targets
 from drtriton_lsp.source.writeback import verification_candidate, write_back
+from drtriton_lsp.task import load_module_from_source
 
 PROVENANCE = (
     "Replaces MLPBlock.forward (5 ops -> 2 kernels)\n"
@@ -375,8 +375,8 @@ def test_a_target_that_uses_another_written_target_extracts_its_pytorch_code(rea
 @pytest.mark.slow  # imports torch in a subprocess
 def test_libcst_is_loaded_by_write_back_only():
     """The language server's start-up and the workers never import libcst (the GPU machine may not have it)."""
-    modules = ["drtriton_lsp.server.main", "drtriton_lsp.server.apply_kernel", "drtriton_lsp.runners.worker",
-               "drtriton_lsp.engine.judge", "drtriton_lsp.engine.candidate_host", "drtriton_lsp.engine.capture_job",
+    modules = ["drtriton_lsp.server.main", "drtriton_lsp.server.apply_kernel", "drtriton_lsp.worker.main",
+               "drtriton_lsp.worker.judge", "drtriton_lsp.worker.candidate_host", "drtriton_lsp.worker.capture_job",
                "drtriton_lsp.engine.verify"]
     check = f"import sys\nfor name in {modules!r}:\n    __import__(name)\nprint('libcst' in sys.modules)"
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from drtriton_lsp.engine.suite import git_commit
+from drtriton_lsp.bench.suite import git_commit
 from drtriton_lsp.engine.verify import worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats

@@ -23,10 +23,10 @@ from typing import Any, Callable
 
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.gpu_lock import GPU_LOCK_VARIABLE
-from drtriton_lsp.engine.task import Task
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
+from drtriton_lsp.task import Task
+from drtriton_lsp.worker.gpu_lock import GPU_LOCK_VARIABLE
 
 VERIFIED_REWARD = 1.0
 REJECTED_REWARD = 0.0
@@ -89,7 +89,7 @@ _runner: LocalRunner | None = None
 
 def _start_pool_process(gpu_lock: str | None) -> None:
     global _runner
-    if gpu_lock:  # verifications share the GPU, a timing runs alone (drtriton_lsp.engine.gpu_lock)
+    if gpu_lock:  # verifications share the GPU, a timing runs alone (drtriton_lsp.worker.gpu_lock)
         os.environ[GPU_LOCK_VARIABLE] = gpu_lock
     _runner = LocalRunner()
 

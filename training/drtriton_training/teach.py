@@ -16,15 +16,15 @@ from typing import Any, Callable, Iterable, Iterator
 from drtriton_lsp import __version__ as DRTRITON_VERSION
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target, user_input_shapes
+from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target
 from drtriton_lsp.engine.search import SearchBudget
-from drtriton_lsp.engine.task import Task
-from drtriton_lsp.engine.verify import Verdict, verify_candidate, worker_environment
+from drtriton_lsp.engine.verify import Verdict, user_input_shapes, verify_candidate, worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
 from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
 from drtriton_lsp.source.candidate import build_candidate
 from drtriton_lsp.source.targets import find_targets
+from drtriton_lsp.task import Task
 
 from drtriton_training.dataset import SyntheticProgram, heldout_hashes
 

@@ -36,7 +36,7 @@ def run_and_export(job: tuple[int, int]) -> tuple[int, bool, bool, str]:
     """Generate one program, run it eagerly, export it; returns (level, ran, exported, error)."""
     import torch
 
-    from drtriton_lsp.engine.capture import capture_graph
+    from drtriton_lsp.worker.capture import capture_graph
 
     logging.getLogger("torch._export").setLevel(logging.ERROR)
     level, index = job

@@ -21,8 +21,8 @@ if not torch.cuda.is_available():
 
 from synthetic_programs import load_program, output_shapes  # noqa: E402
 from drtriton_lsp.compiler.codegen import compile_graph  # noqa: E402
-from drtriton_lsp.engine.capture import capture_graph  # noqa: E402
-from drtriton_lsp.engine.judge import Tally, _compare  # noqa: E402
+from drtriton_lsp.worker.capture import capture_graph  # noqa: E402
+from drtriton_lsp.worker.judge import Tally, _compare  # noqa: E402
 from drtriton_training.dataset import program_seed, synthesize_one  # noqa: E402
 from drtriton_training.shapes import SynthesisLimits  # noqa: E402
 

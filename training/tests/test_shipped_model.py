@@ -11,10 +11,10 @@ import pytest
 import torch
 from torch import nn
 
-from drtriton_lsp.engine.capture import capture_graph
 from drtriton_lsp.models import formats
 from drtriton_lsp.models.backends import Sampling, TransformersBackend
 from drtriton_lsp.runners.local import LocalRunner
+from drtriton_lsp.worker.capture import capture_graph
 
 SHIPPED = Path(__file__).resolve().parents[1] / "models"
 

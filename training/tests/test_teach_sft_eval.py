@@ -13,9 +13,9 @@ import pytest
 
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.task import Task
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
+from drtriton_lsp.task import Task
 from drtriton_training import cli
 from drtriton_training.dataset import heldout_hashes, load_heldout
 from drtriton_training.evaluate import EvalOptions, evaluate, pass_at_k, to_markdown

@@ -1,6 +1,6 @@
 """Decomposed normalisations folded back into the composite ops the compiler's normalize template computes.
 
-Export's functionalisation (engine/in_place.py) and hand-written code can give `_native_batch_norm_legit_no_training`,
+Export's functionalisation (worker/in_place.py) and hand-written code can give `_native_batch_norm_legit_no_training`,
 `native_layer_norm` or `native_group_norm`: three outputs (the normalised value, the mean, the inverse deviation). When
 only the normalised value is read, the op computes exactly what `batch_norm` (inference), `layer_norm` or `group_norm`
 computes, which is what the user's module called in the first place.

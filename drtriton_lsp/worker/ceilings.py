@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch
 
-from drtriton_lsp.engine.bench import L2_FLUSH_BYTES, time_calls
+from drtriton_lsp.worker.benchmark import L2_FLUSH_BYTES, time_calls
 
 COPY_BYTES = 1024**3  # 1 GiB each way: far beyond any cache, long enough to time precisely
 

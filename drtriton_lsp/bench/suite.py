@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from drtriton_lsp.bench.roofline import BANDWIDTH_TARGET, LIBRARY_TARGET, GraphWork, graph_work
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.gpu_lock import GPU_LOCK_VARIABLE
 from drtriton_lsp.engine.pipeline import OptimizeOptions, Outcome, optimize_target
-from drtriton_lsp.engine.roofline import BANDWIDTH_TARGET, LIBRARY_TARGET, GraphWork, graph_work
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.runners.runner import JobFailure, JobLimits, Runner
+from drtriton_lsp.worker.gpu_lock import GPU_LOCK_VARIABLE
 
 RESULTS_SCHEMA = "drtriton.bench/1"
 # Directory names that say a problem's category when its file has no CATEGORY constant (KernelBench's levels too).
@@ -400,7 +400,7 @@ def run_suite(
     new_runner: makes each problem's runner (this machine's workers by default).
 
     Problems run side by side share the GPU through a lock their workers take: verifications together,
-    each timing alone (engine/gpu_lock.py). An interrupted problem leaves no record, so a later run with
+    each timing alone (worker/gpu_lock.py). An interrupted problem leaves no record, so a later run with
     the same results picks it up.
     """
     recorded = {record["problem"] for record in results["problems"]}

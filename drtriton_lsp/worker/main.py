@@ -17,39 +17,41 @@ from drtriton_lsp.runners import lifetime, protocol
 
 Progress = Callable[[str], None]
 
+# Each method imports its job's module when called, not at start-up: torch loads only after `preload` has started the
+# candidate's interpreters (worker/candidate_process.py is torch-free), which import it at the same time.
 
 def capabilities(_params: dict[str, Any], _progress: Progress) -> dict[str, Any]:
-    from drtriton_lsp.engine.devices import describe_devices
+    from drtriton_lsp.worker.devices import describe_devices
 
     return {"protocol": protocol.PROTOCOL_VERSION, "methods": sorted(METHODS), **describe_devices()}
 
 
 def capture(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    from drtriton_lsp.engine.capture_job import run_capture
+    from drtriton_lsp.worker.capture_job import run_capture
 
     return run_capture(params, progress)
 
 
 def verify(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    from drtriton_lsp.engine.judge import run_verification
+    from drtriton_lsp.worker.judge import run_verification
 
     return run_verification(params, progress)
 
 
 def benchmark(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    from drtriton_lsp.engine.bench import run_benchmark
+    from drtriton_lsp.worker.benchmark import run_benchmark
 
     return run_benchmark(params, progress)
 
 
 def time_candidates(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    from drtriton_lsp.engine.bench import run_candidate_timing
+    from drtriton_lsp.worker.benchmark import run_candidate_timing
 
     return run_candidate_timing(params, progress)
 
 
 def ceilings(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    from drtriton_lsp.engine.ceilings import run_ceilings
+    from drtriton_lsp.worker.ceilings import run_ceilings
 
     return run_ceilings(params, progress)
 
@@ -83,13 +85,13 @@ def preload(params: dict[str, Any], _progress: Progress) -> dict[str, Any]:
     params: `method`, the job the worker is for when known (see METHOD_PRELOADS)."""
     if params.get("method") == "verify":
         # the candidate's interpreters import torch and Triton (seconds) at the same time as this one does
-        from drtriton_lsp.engine.candidate_process import processes_for_device, start_ahead
+        from drtriton_lsp.worker.candidate_process import processes_for_device, start_ahead
 
         start_ahead(processes_for_device("cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"))
     import torch
     import triton  # noqa: F401
 
-    from drtriton_lsp.engine import bench, capture_job, ceilings, judge  # noqa: F401
+    from drtriton_lsp.worker import benchmark as benchmark_job, capture_job, ceilings, judge  # noqa: F401
 
     warm_up = METHOD_PRELOADS.get(params.get("method"))
     if warm_up is not None:

@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 import torch
 
-from drtriton_lsp.engine.gpu_lock import gpu_hold
-from drtriton_lsp.engine.task import Task, load_module_from_source
-from drtriton_lsp.engine.task_runtime import CANDIDATE_MODULE_NAME, build_model, draw_inputs, load_task, scratch_directory
+from drtriton_lsp.task import Task, load_module_from_source
+from drtriton_lsp.worker.gpu_lock import gpu_hold
+from drtriton_lsp.worker.task_runtime import CANDIDATE_MODULE_NAME, build_model, draw_inputs, load_task, scratch_directory
 
 L2_FLUSH_BYTES = 256 * 1024**2  # over 4x the H200's 60 MB L2
 WARMUP_CALLS = 5

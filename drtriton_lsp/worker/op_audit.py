@@ -16,7 +16,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from drtriton_lsp.engine.tolerances import tolerance_for
+from drtriton_lsp.worker.tolerances import tolerance_for
 
 # Ops that move, view, allocate or describe data without computing new values (overload packet names).
 MOVEMENT_OPS = frozenset(

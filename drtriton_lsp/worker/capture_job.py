@@ -12,12 +12,12 @@ from typing import Any, Callable
 import torch
 
 from drtriton_lsp.compiler.aten_schemas import read_from_torch
-from drtriton_lsp.engine.capture import capture, capture_graph
-from drtriton_lsp.engine.devices import describe_devices
-from drtriton_lsp.engine.specialization import record_guards
-from drtriton_lsp.engine.task import Task
-from drtriton_lsp.engine.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
 from drtriton_lsp.errors import CaptureError
+from drtriton_lsp.task import Task
+from drtriton_lsp.worker.capture import capture, capture_graph
+from drtriton_lsp.worker.devices import describe_devices
+from drtriton_lsp.worker.specialization import record_guards
+from drtriton_lsp.worker.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
 
 MODE_DEPENDENT_MODULES = (
     torch.nn.modules.dropout._DropoutNd,

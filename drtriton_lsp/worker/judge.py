@@ -1,6 +1,6 @@
 """The worker's `verify` method: the judge, which draws inputs, runs the reference, and decides from data alone.
 
-The candidate runs in its own clean process (engine.candidate_host) that never sees the task, the reference, the
+The candidate runs in its own clean process (worker.candidate_host) that never sees the task, the reference, the
 seeds or the tolerances; this process never imports candidate code. Checks, each with a named rejection: results match
 the reference in several trials with fresh inputs, on inputs mutated in place in the same buffers, on non-contiguous
 inputs, at odd sizes, for other instances and other calls, and (CPU) at the task's full size; no later call changes an
@@ -25,16 +25,16 @@ from typing import Any, Callable
 
 import torch
 
-from drtriton_lsp.engine.candidate_process import CandidateProcess, Rejected, processes_for_device
-from drtriton_lsp.engine.candidate_process import take as take_candidate_process
-from drtriton_lsp.engine.capture import export_program
-from drtriton_lsp.engine.gpu_lock import gpu_hold
-from drtriton_lsp.engine.op_audit import OpRecorder
-from drtriton_lsp.engine.shapes import InputShapePlan, plan_input_shapes, resize_inputs
-from drtriton_lsp.engine.task import Task
-from drtriton_lsp.engine.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
-from drtriton_lsp.engine.tensor_exchange import same_layout_on, share
-from drtriton_lsp.engine.tolerances import tolerance_for
+from drtriton_lsp.task import Task
+from drtriton_lsp.worker.candidate_process import CandidateProcess, Rejected, processes_for_device
+from drtriton_lsp.worker.candidate_process import take as take_candidate_process
+from drtriton_lsp.worker.capture import export_program, graph_from_exported
+from drtriton_lsp.worker.gpu_lock import gpu_hold
+from drtriton_lsp.worker.op_audit import OpRecorder
+from drtriton_lsp.worker.shapes import InputShapePlan, plan_input_shapes, resize_inputs
+from drtriton_lsp.worker.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
+from drtriton_lsp.worker.tensor_exchange import same_layout_on, share
+from drtriton_lsp.worker.tolerances import tolerance_for
 
 
 def init_seed(seed: int) -> int:
@@ -974,8 +974,6 @@ def _shape_of(value: Any) -> list[int] | None:
 
 def _discover_symbolic_shapes(reference, example, directory) -> dict[str, Any] | None:
     """Ask torch.export which input sizes are free; None if the task cannot be exported."""
-    from drtriton_lsp.engine.capture import graph_from_exported
-
     try:
         with torch.no_grad():
             exported, _dynamic = export_program(reference, tuple(example), task_file(directory))

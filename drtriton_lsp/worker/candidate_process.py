@@ -25,7 +25,7 @@ COMPILE_LIMIT_S = 600.0  # one kernel's compilation
 HOST_START_LIMIT_S = 180.0  # the candidate's process importing torch and Triton (not the candidate's doing)
 MESSAGE_LIMIT_BYTES = 1 << 20
 # On the CPU, where each call is Triton's interpreter on one core, a verification runs its odd-size, no-op and
-# full-size checks at the same time as the primary trials, in a second candidate process (engine.judge.Judge).
+# full-size checks at the same time as the primary trials, in a second candidate process (worker.judge.Judge).
 SIDE_PROCESS_ON_CPU = True
 
 
@@ -45,7 +45,7 @@ class CandidateProcess:
     def __init__(self) -> None:
         self.exchange = Path(tempfile.mkdtemp(prefix="drtriton-exchange-"))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "drtriton_lsp.engine.candidate_host", str(self.exchange)],
+            [sys.executable, "-m", "drtriton_lsp.worker.candidate_host", str(self.exchange)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=self.exchange,

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from drtriton_lsp.engine.task import Task, load_module_from_source
 from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.task import Task, load_module_from_source
 
 TASK_MODULE_NAME = "drtriton_task"
 CANDIDATE_MODULE_NAME = "drtriton_candidate"

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from drtriton_lsp.engine.suite import category_rank
-from drtriton_lsp.engine.suite_plots import roofline_chart, speedup_chart
+from drtriton_lsp.bench.suite import category_rank
+from drtriton_lsp.bench.suite_plots import roofline_chart, speedup_chart
 
 SPEEDUP_CHART = "speedup.svg"
 ROOFLINE_CHART = "roofline.svg"

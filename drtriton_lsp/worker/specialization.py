@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.capture import dtype_name
+from drtriton_lsp.worker.capture import dtype_name
 
 # Attributes every nn.Module has in its __dict__ (torch's bookkeeping, the training flag): not user values.
 _MODULE_BOOKKEEPING = frozenset(vars(torch.nn.Module())) | {"_compiled_call_impl"}

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 from typing import Any
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import escape
 
-from drtriton_lsp.engine.roofline import BANDWIDTH_TARGET, LIBRARY_TARGET
+from drtriton_lsp.bench.roofline import BANDWIDTH_TARGET, LIBRARY_TARGET
+from drtriton_lsp.engine.report_chart import FONT, svg_document
 
 CATEGORY_COLORS = {
     "single_op": "#4c72b0",
@@ -30,7 +31,6 @@ PLOT_HEIGHT = 260
 LABEL_CHARACTERS = 36  # longer problem names are cut, so the vertical labels fit below the plot
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP = 64, 84, 56
 MARGIN_BOTTOM = 12 + 6 * LABEL_CHARACTERS + 36  # vertical labels, then up to two lines of notes
-FONT = 'font-family="sans-serif" font-size="11"'
 
 
 def speedup_chart(records: list[dict[str, Any]], title: str) -> str:
@@ -211,14 +211,6 @@ def _empty_chart(title: str, message: str) -> str:
         f'<text x="16" y="64" {FONT}>{escape(message)}</text>',
     ]
     return svg_document(width, height, elements)
-
-
-def svg_document(width: float, height: float, elements: list[str]) -> str:
-    header = (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f"viewBox={quoteattr(f'0 0 {width} {height}')}>"
-    )
-    return "\n".join([header, *elements, "</svg>"]) + "\n"
 
 
 def _short(name: str, limit: int = LABEL_CHARACTERS) -> str:

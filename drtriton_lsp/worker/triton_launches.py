@@ -16,7 +16,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 from triton.runtime.jit import JITFunction
 
-from drtriton_lsp.engine.op_audit import CandidateAudit, guard_launch
+from drtriton_lsp.worker.op_audit import CandidateAudit, guard_launch
 
 try:
     from triton.runtime.interpreter import InterpretedFunction

@@ -18,10 +18,10 @@ from typing import Any, Callable
 
 import torch
 
-from drtriton_lsp.engine.op_audit import CandidateAudit, GuardedBuffer, guarded_buffer
-from drtriton_lsp.engine.task import load_module_from_source
-from drtriton_lsp.engine.tensor_exchange import deliver, unshare
-from drtriton_lsp.engine.triton_launches import LaunchCounter
+from drtriton_lsp.task import load_module_from_source
+from drtriton_lsp.worker.op_audit import CandidateAudit, GuardedBuffer, guarded_buffer
+from drtriton_lsp.worker.tensor_exchange import deliver, unshare
+from drtriton_lsp.worker.triton_launches import LaunchCounter
 
 CANDIDATE_MODULE = "drtriton_candidate"
 ERROR_TEXT_LIMIT = 2000

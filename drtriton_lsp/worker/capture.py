@@ -6,7 +6,7 @@ and which the model fixes; verification uses that to try odd sizes safely. When 
 with free sizes, or gives sizes that do not hold at other input sizes (`sizes_that_do_not_hold`),
 the model is exported again at the example sizes, and the capture says so.
 In-place ops that write only memory the forward allocated become functional ops
-(engine/in_place.py), and user inputs take the forward's parameter names.
+(worker/in_place.py), and user inputs take the forward's parameter names.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from torch.export import Dim
 
 from drtriton_lsp.compiler.aten_schemas import encoded_constant
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
-from drtriton_lsp.engine.decomposed_norms import fold_decomposed_norms
-from drtriton_lsp.engine.in_place import functional_program, functionalize_in_place_ops, writes_in_place
 from drtriton_lsp.errors import CaptureError
+from drtriton_lsp.worker.decomposed_norms import fold_decomposed_norms
+from drtriton_lsp.worker.in_place import functional_program, functionalize_in_place_ops, writes_in_place
 
 DTYPE_NAMES = {
     torch.float32: "float32",
@@ -226,7 +226,7 @@ def capture_graph(model: torch.nn.Module, args: tuple, task_file: Path | None = 
 
 def capture(model: torch.nn.Module, args: tuple, task_file: Path | None = None, free_sizes: bool = True) -> Capture:
     """Export `model` on `args` (see `export_with_fallback`), write in-place ops on fresh values as functional ops
-    (engine/in_place.py), fold decomposed norms back (engine/decomposed_norms.py), and flatten it into an OpGraph."""
+    (worker/in_place.py), fold decomposed norms back (worker/decomposed_norms.py), and flatten it into an OpGraph."""
     export = export_with_fallback(model, args, task_file, free_sizes)
     exported = export.program
     functionalize_in_place_ops(exported.graph_module)
