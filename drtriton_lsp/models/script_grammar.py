@@ -19,25 +19,41 @@ REGEX_SPECIAL = set(".^$*+?{}[]\\|()")
 @dataclass(frozen=True)
 class ScriptConstraint:
     """What a script for one graph may be: each step matches `line` (a regular expression), and the steps place each
-    of `ops` (the ops a script must place, as the compiler lists them) exactly once before the end line."""
+    of `ops` (the ops a script must place, in graph order) exactly once before the end line, each after the ops it
+    reads (`reads[i]`: the ops that `ops[i]` reads, directly or through views) and a kernel's ops in graph order."""
 
     line: str
     ops: tuple[str, ...]
+    reads: tuple[tuple[str, ...], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"line": self.line, "ops": list(self.ops)}
+        return {"line": self.line, "ops": list(self.ops), "reads": [list(read) for read in self.reads]}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ScriptConstraint":
-        return cls(data["line"], tuple(data["ops"]))
+        return cls(data["line"], tuple(data["ops"]), tuple(tuple(read) for read in data.get("reads", [])))
 
 
 def script_constraint(graph: OpGraph) -> ScriptConstraint:
-    """The constraint for scripts over `graph`: its schedulable ops (views and shape arithmetic are never listed)."""
+    """The constraint for scripts over `graph`: its schedulable ops (views and shape arithmetic are never listed, and
+    a value they pass on counts as read from the op that computed it)."""
     from drtriton_lsp.compiler.fragments import schedulable_ops
 
     ops = tuple(schedulable_ops(graph))
-    return ScriptConstraint(script_line_pattern(ops), ops)
+    nodes = {node.name: node for node in graph.nodes}
+
+    def read_ops(name: str, seen: set[str]) -> set[str]:
+        found: set[str] = set()
+        for ref in nodes[name].input_refs():
+            if ref in ops:
+                found.add(ref)
+            elif ref in nodes and ref not in seen:
+                seen.add(ref)
+                found |= read_ops(ref, seen)
+        return found
+
+    reads = tuple(tuple(sorted(read_ops(op, set()), key=ops.index)) for op in ops)
+    return ScriptConstraint(script_line_pattern(ops), ops, reads)
 
 
 def script_line_pattern(ops: Sequence[str]) -> str:
@@ -66,16 +82,18 @@ def answer_pattern(line_pattern: str) -> str:
 
 class ScriptGrammar:
     """Decides, while an answer is sampled, whether a piece of text may come next: every finished line is a step that
-    places ops not placed before, the end line comes once every op is placed, and the unfinished line can still
-    become one of these (a name being written can still become an op not placed yet, so sampling never ends in a
-    line with no way on). The text sampled so far was allowed piece by piece, so only the lines the new piece touches
-    are matched."""
+    places ops not placed before, each after the ops it reads, a kernel's in graph order; the end line comes once
+    every op is placed; and the unfinished line can still become such a step (a name being written can still become
+    an op that may come there, so sampling never ends in a line with no way on). The text sampled so far was allowed
+    piece by piece, so only the lines the new piece touches are matched."""
 
     def __init__(self, constraint: ScriptConstraint):
         import regex  # the `regex` module matches partial text; transformers depends on it, and only samplers use this
 
         self._step = regex.compile(constraint.line)
         self._ops = frozenset(constraint.ops)
+        self._position = {op: number for number, op in enumerate(constraint.ops)}
+        self._reads = dict(zip(constraint.ops, (frozenset(read) for read in constraint.reads)))
 
     def allows(self, text: str, piece: str) -> bool:
         """Whether `text + piece` is the start of an answer (`text`: what the answer holds so far, itself allowed)."""
@@ -88,17 +106,30 @@ class ScriptGrammar:
             if line_text == END_LINE:
                 return placed == self._ops and number == len(finished) - 1 and open_line == ""
             ops = _placed_ops(line_text, finished=True)
-            if self._step.fullmatch(line_text) is None or len(set(ops)) != len(ops) or placed & set(ops):
+            if self._step.fullmatch(line_text) is None or not self._may_place(ops, placed):
                 return False
             placed.update(ops)
         if placed == self._ops:
             return END_LINE.startswith(open_line)
         ops = _placed_ops(open_line, finished=False)
-        if self._step.fullmatch(open_line, partial=True) is None or len(set(ops)) != len(ops) or placed & set(ops):
+        if self._step.fullmatch(open_line, partial=True) is None or not self._may_place(ops, placed):
             return False
-        # a name being written must still be able to become an op not placed yet (or the line has no way on)
         naming = _name_being_written(open_line)
-        return naming is None or any(op.startswith(naming) for op in self._ops - placed - set(ops))
+        return naming is None or any(
+            op.startswith(naming) and self._may_place([*ops, op], placed) for op in self._ops - placed
+        )
+
+    def _may_place(self, ops: list[str], placed: set[str]) -> bool:
+        """Whether one step may place `ops` (in its order) after `placed`: each op new, in graph order, and reading
+        only ops placed before it (by earlier steps, or earlier in this kernel)."""
+        available = set(placed)
+        previous = -1
+        for op in ops:
+            if op in available or self._position[op] <= previous or not self._reads.get(op, frozenset()) <= available:
+                return False
+            available.add(op)
+            previous = self._position[op]
+        return True
 
     @staticmethod
     def finished(text: str) -> bool:

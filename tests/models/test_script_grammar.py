@@ -63,19 +63,21 @@ def test_every_script_the_compiler_and_the_search_write_is_in_the_grammar(graph)
     assert grammar.finished(answer) and not grammar.finished(answer[: answer.index(formats.END_LINE)])
 
 
-# What only the compiler can say once ops are placed once each: these never reach it from a held answer.
-PLACEMENT_ERRORS = ("the graph has no op", "already scheduled", "ops not scheduled", "listed twice", "never scheduled")
+# What the compiler says of ops placed twice, not at all, or out of order: never said of a held answer.
+PLACEMENT_ERRORS = (
+    "the graph has no op", "already scheduled", "ops not scheduled", "listed twice", "never scheduled",
+    "which no earlier line computes", "in graph order",
+)
 
 
 @pytest.mark.parametrize("graph", GRAPHS, ids=IDS)
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
-def test_an_answer_in_the_grammar_parses_and_places_each_op_once_when_the_token_check_accepts_it(graph, data):
+def test_an_answer_in_the_grammar_parses_and_the_token_check_accepts_it_when_it_places_ops_rightly(graph, data):
     constraint = script_constraint(graph)
     answer = data.draw(st.from_regex(answer_pattern(constraint.line), fullmatch=True))
-    placed = [op for line in answer.split("\n") if line != formats.END_LINE for op in ops_of(line)]
     accepted = accepted_piece_by_piece(ScriptGrammar(constraint), answer)
-    assert accepted == (sorted(placed) == sorted(constraint.ops))
+    assert accepted == follows_the_placement_rules(answer, constraint)
     parsed = formats.parse_script_answer(answer, graph)
     assert parsed.script is not None or "listed twice" in parsed.error  # the syntax always parses
     if accepted:
@@ -111,14 +113,19 @@ def test_what_the_parser_refuses_the_grammar_refuses_piece_by_piece(answer):
         ("kernel pointwise {first},{first} block=256 warps=4\n{rest}### end\n", "listed twice"),
         ("keep {first}\n{all}### end\n", "already scheduled"),
         ("keep {first}\n### end\n", "ops not scheduled"),
+        ("{reversed}### end\n", "which no earlier line computes"),  # each op before the ops it reads
+        ("kernel pointwise {last},{first} block=256 warps=4\n{middle}### end\n", "in graph order"),
     ],
 )
-def test_placing_an_op_twice_or_not_at_all_is_beyond_the_pattern_and_refused_piece_by_piece(answer, compiler_says):
+def test_placing_ops_twice_not_at_all_or_out_of_order_is_beyond_the_pattern_and_refused(answer, compiler_says):
     graph = GRAPHS[0]
     constraint = script_constraint(graph)
     first, *rest = constraint.ops
     text = answer.format(
-        first=first, rest="".join(f"keep {op}\n" for op in rest), all="".join(f"keep {op}\n" for op in constraint.ops)
+        first=first, last=rest[-1], rest="".join(f"keep {op}\n" for op in rest),
+        all="".join(f"keep {op}\n" for op in constraint.ops),
+        reversed="".join(f"keep {op}\n" for op in reversed(constraint.ops)),
+        middle="".join(f"keep {op}\n" for op in rest[:-1]),
     )
     assert re.fullmatch(answer_pattern(constraint.line), text)  # a regular expression cannot count
     assert not accepted_piece_by_piece(ScriptGrammar(constraint), text)
@@ -128,13 +135,13 @@ def test_placing_an_op_twice_or_not_at_all_is_beyond_the_pattern_and_refused_pie
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(alphabet="kepnrl tiwsob=,_0123456789#d\n", max_size=40) | st.sampled_from(["keep ", "### e"]))
-def test_the_token_check_agrees_with_the_pattern_and_the_place_once_rule_on_any_text(text):
+def test_the_token_check_agrees_with_the_pattern_and_the_placement_rules_on_any_text(text):
     graph = GRAPHS[1]
     constraint = script_constraint(graph)
     whole = regex.compile(answer_pattern(constraint.line))
     grammar = ScriptGrammar(constraint)
     for prefix in (text, "keep " + constraint.ops[0] + "\n" + text):
-        expected = whole.fullmatch(prefix, partial=True) is not None and places_each_op_at_most_once(prefix, constraint)
+        expected = whole.fullmatch(prefix, partial=True) is not None and follows_the_placement_rules(prefix, constraint)
         assert accepted_piece_by_piece(grammar, prefix) == expected, prefix
 
 
@@ -145,24 +152,61 @@ def ops_of(line: str) -> list[str]:
     return words[2].split(",") if words[0] == "kernel" and len(words) > 2 else []
 
 
-def places_each_op_at_most_once(prefix: str, constraint) -> bool:
-    """The rule as a reader states it: no op is named twice among the names finished so far, and the end line (or a
-    start of it) comes only after every op is named."""
+def follows_the_placement_rules(prefix: str, constraint) -> bool:
+    """The rules as a reader states them, for any prefix of an answer: each op is named once; a kernel names its ops in
+    graph order; an op is named only after every op it reads (on an earlier line, or earlier in the same kernel); the
+    end line (or a start of it) comes only after every op is named, and then nothing else; and a name being written
+    can still become an op that may come there."""
+    position = {op: number for number, op in enumerate(constraint.ops)}
+    reads = dict(zip(constraint.ops, constraint.reads))
     *finished, current = prefix.split("\n")
-    steps = [line for line in finished if line != formats.END_LINE]
+    if formats.END_LINE in finished:
+        return finished.index(formats.END_LINE) == len(finished) - 1 and current == "" and ending_is_allowed(
+            finished[:-1], constraint)
+    named: list[str] = []
+
+    def may_follow(op: str, line_names: list[str]) -> bool:
+        return (
+            op not in named and op not in line_names
+            and all(position[op] > position[earlier] for earlier in line_names)
+            and set(reads[op]) <= set(named) | set(line_names)
+        )
+
+    for line in finished:
+        line_names: list[str] = []
+        for op in ops_of(line):
+            if not may_follow(op, line_names):
+                return False
+            line_names.append(op)
+        named += line_names
+    if set(named) == set(constraint.ops):
+        return formats.END_LINE.startswith(current)
+    if current and formats.END_LINE.startswith(current):
+        return False  # the end line before every op is named
     words = current.split(" ")
-    if words[0] == "kernel" and len(words) > 2:
-        current_names = words[2].split(",")[: None if len(words) > 3 else -1]
-    else:
-        current_names = []
-    named = [op for line in steps for op in ops_of(line)] + current_names
-    if len(set(named)) != len(named):
-        return False
-    ends = len(finished) > len(steps) or (current and formats.END_LINE.startswith(current) and current.startswith("#"))
-    everything = set(named) == set(constraint.ops)
-    if everything and current and not formats.END_LINE.startswith(current):
-        return False
-    return everything or not ends
+    being_written = None
+    line_names = []
+    if words[0] == "keep" and len(words) == 2:
+        being_written = words[1]
+    elif words[0] == "kernel" and len(words) >= 3:
+        *line_names, last = words[2].split(",")
+        if len(words) > 3:
+            line_names.append(last)
+        else:
+            being_written = last
+    checked: list[str] = []
+    for op in line_names:
+        if not may_follow(op, checked):
+            return False
+        checked.append(op)
+    return being_written is None or any(
+        op.startswith(being_written) and may_follow(op, checked) for op in constraint.ops
+    )
+
+
+def ending_is_allowed(steps: list[str], constraint) -> bool:
+    return follows_the_placement_rules("\n".join(steps) + "\n", constraint) and sorted(
+        op for line in steps for op in ops_of(line)) == sorted(constraint.ops)
 
 
 ALPHABET = sorted(set("abcdefghijklmnopqrstuvwxyz_0123456789,= #\n"))
@@ -189,3 +233,13 @@ def test_sampling_never_reaches_a_dead_end_and_ends_in_a_whole_answer(graph, ran
     parsed = formats.parse_script_answer(text)
     assert parsed.valid, parsed.error
     assert sorted(op for line in parsed.script.splitlines() for op in ops_of(line)) == sorted(constraint.ops)
+
+
+def test_a_kernel_names_its_ops_in_graph_order_even_when_neither_reads_the_other():
+    ops = ("add", "mul", "add_1")
+    constraint = ScriptConstraint(script_line_pattern(ops), ops, ((), (), ("add", "mul")))
+    grammar = ScriptGrammar(constraint)
+    assert accepted_piece_by_piece(grammar, "kernel pointwise add,mul,add_1 block=256 warps=4\n### end\n")
+    assert not grammar.allows("kernel pointwise mul,", "add")
+    assert not grammar.allows("", "kernel pointwise mul,add block=256 warps=4\n")
+    assert not grammar.allows("", "keep add_1\n")  # before the ops it reads
