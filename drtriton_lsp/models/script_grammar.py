@@ -94,13 +94,12 @@ class ScriptGrammar:
         self._ops = frozenset(constraint.ops)
         self._position = {op: number for number, op in enumerate(constraint.ops)}
         self._reads = dict(zip(constraint.ops, (frozenset(read) for read in constraint.reads)))
+        self._last: tuple[str, frozenset[str], str] = ("", frozenset(), "")
 
     def allows(self, text: str, piece: str) -> bool:
         """Whether `text + piece` is the start of an answer (`text`: what the answer holds so far, itself allowed)."""
-        done, _, line = text.rpartition("\n")
-        placed: set[str] = set()
-        for finished_line in done.split("\n") if "\n" in text else ():
-            placed.update(_placed_ops(finished_line, finished=True))
+        placed_before, line = self._read(text)
+        placed = set(placed_before)
         *finished, open_line = (line + piece).split("\n")
         for number, line_text in enumerate(finished):
             if line_text == END_LINE:
@@ -118,6 +117,17 @@ class ScriptGrammar:
         return naming is None or any(
             op.startswith(naming) and self._may_place([*ops, op], placed) for op in self._ops - placed
         )
+
+    def _read(self, text: str) -> tuple[frozenset[str], str]:
+        """The ops the finished lines of `text` place, and its unfinished line; remembered for the last text, since a
+        sampler asks about many pieces after the same text."""
+        if self._last[0] != text:
+            done, _, line = text.rpartition("\n")
+            placed: set[str] = set()
+            for finished_line in done.split("\n") if "\n" in text else ():
+                placed.update(_placed_ops(finished_line, finished=True))
+            self._last = (text, frozenset(placed), line)
+        return self._last[1], self._last[2]
 
     def _may_place(self, ops: list[str], placed: set[str]) -> bool:
         """Whether one step may place `ops` (in its order) after `placed`: each op new, in graph order, and reading
