@@ -33,20 +33,9 @@ TRAIN=("$PYTHON" -m drtriton_training.cli)
 started=$SECONDS
 stamp() { echo "[$((SECONDS - started)) s] $*"; }
 
-# trl, datasets and ortools (CP-SAT, for synth) are not on the GPU machine: install the wheels carried in
-# training/wheels, if they are needed.
-if ! "$PYTHON" -c "import trl, datasets, ortools" 2>/dev/null; then
-    if compgen -G "training/wheels/*.whl" >/dev/null; then
-        stamp "installing trl, datasets and ortools from training/wheels"
-        "$PYTHON" -m pip install --quiet --no-index --find-links training/wheels trl datasets ortools
-    else
-        echo "trl, datasets or ortools are missing and training/wheels holds no wheels: carry them (pip download" \
-             "trl==1.16.0 datasets==5.2.0 ortools==9.15.6755 --python-version 3.12 --only-binary=:all:" \
-             "-d training/wheels," \
-             "minus what is installed there)" >&2
-        exit 1
-    fi
-fi
+# shellcheck source=training/scripts/carried_wheels.sh
+source training/scripts/carried_wheels.sh
+need_carried_wheels
 mkdir -p "$WORK" "$OUT"
 
 if [ ! -f "$WORK/programs/index.jsonl" ]; then

@@ -32,15 +32,9 @@ TRAIN=("$PYTHON" -m drtriton_training.cli)
 started=$SECONDS
 stamp() { echo "[$((SECONDS - started)) s] $*"; }
 
-if ! "$PYTHON" -c "import trl, datasets, ortools" 2>/dev/null; then
-    if compgen -G "training/wheels/*.whl" >/dev/null; then
-        stamp "installing trl, datasets and ortools from training/wheels"
-        "$PYTHON" -m pip install --quiet --no-index --find-links training/wheels trl datasets ortools
-    else
-        echo "trl, datasets or ortools are missing and training/wheels holds no wheels (see h200_train_small.sh)" >&2
-        exit 1
-    fi
-fi
+# shellcheck source=training/scripts/carried_wheels.sh
+source training/scripts/carried_wheels.sh
+need_carried_wheels
 mkdir -p "$WORK" "$OUT"
 
 evaluate() {  # evaluate MODEL_DIR NAME: held-out pass@1 per level, the best of k timed against eager and compile
