@@ -128,15 +128,18 @@ class OpenAIBackend:
             "model": model, "prompt": prompts, "n": sampling.samples, "temperature": sampling.temperature,
             "max_tokens": max_tokens, "seed": sampling.seed, "stop": [END_LINE],
         }
-        if constraint is not None and not self.unconstrained:
-            constrained = {**body, "structured_outputs": {"regex": answer_pattern(constraint.line)}}
-            try:
-                answer = _unless_cancelled(lambda: self._request("completions", constrained, self.timeout_s), cancel)
-            except RequestRefused as refused:  # a server without vLLM's structured outputs: ask it without them
-                self.unconstrained = f"the server refused structured outputs ({refused.message})"
-                answer = _unless_cancelled(lambda: self._request("completions", body, self.timeout_s), cancel)
+
+        def ask(payload: dict[str, Any]) -> Any:
+            return _unless_cancelled(lambda: self._request("completions", payload, self.timeout_s), cancel)
+
+        if constraint is None or self.unconstrained:
+            answer = ask(body)
         else:
-            answer = _unless_cancelled(lambda: self._request("completions", body, self.timeout_s), cancel)
+            try:
+                answer = ask({**body, "structured_outputs": {"regex": answer_pattern(constraint.line)}})
+            except RequestRefused as refused:  # without vLLM's structured outputs? ask again without them
+                answer = ask(body)  # refused again: the request is wrong for another reason, and that is the error
+                self.unconstrained = f"the server refused structured outputs ({refused.message})"
         choices = answer.get("choices") if isinstance(answer, dict) else None
         if not isinstance(choices, list) or len(choices) != len(prompts) * sampling.samples:
             raise ModelUnavailable(
