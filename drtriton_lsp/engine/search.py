@@ -4,8 +4,9 @@ consecutive pointwise and reduce kernels over the same rows join each other); it
 verified on their own, timed against PyTorch, and the fastest verified one is kept.
 
 Budgeted in seconds (a hard limit: a fragment still being measured when they run out is stopped and keeps
-its default) and candidates, cancellable (the best verified result so far is kept), reported as it goes, and cached by task and environment so a repeated search is instant. The winner is
-always a schedule script, so it can be reproduced and refined.
+its default) and candidates, cancellable (the best verified result so far is kept), reported as it goes, and
+cached by task and environment so a repeated search is instant. The winner is always a schedule script, so it
+can be reproduced and refined.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import torch
 
 from drtriton_lsp.task import load_module_from_source
 from drtriton_lsp.worker.op_audit import CandidateAudit, GuardedBuffer, guarded_buffer
-from drtriton_lsp.worker.tensor_exchange import deliver, unshare
+from drtriton_lsp.worker.tensor_exchange import deliver, flat_values, unshare
 from drtriton_lsp.worker.triton_launches import LaunchCounter
 
 CANDIDATE_MODULE = "drtriton_candidate"
@@ -124,7 +124,7 @@ class Host:
         finally:
             self.counter.audit = None
         seconds = time.monotonic() - started
-        outputs = _flatten(output)
+        outputs = flat_values(output)
         described = [_describe_output(value) for value in outputs]
         plain = all(item["kind"] != "unsupported" for item in described)
         if request.get("receptacles"):
@@ -236,15 +236,6 @@ def _describe_output(value: Any) -> dict[str, Any]:
 
 def _to_host(value: Any) -> Any:
     return value.detach().to("cpu", copy=True) if isinstance(value, torch.Tensor) else value
-
-
-def _flatten(value: Any) -> list:
-    if isinstance(value, (list, tuple)):
-        flat: list = []
-        for item in value:
-            flat.extend(_flatten(item))
-        return flat
-    return [value]
 
 
 def _identical(before: torch.Tensor, after: torch.Tensor) -> bool:

@@ -33,7 +33,7 @@ from drtriton_lsp.worker.gpu_lock import gpu_hold
 from drtriton_lsp.worker.op_audit import OpRecorder
 from drtriton_lsp.worker.shapes import InputShapePlan, plan_input_shapes, resize_inputs
 from drtriton_lsp.worker.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
-from drtriton_lsp.worker.tensor_exchange import same_layout_on, share
+from drtriton_lsp.worker.tensor_exchange import flat_values, same_layout_on, share
 from drtriton_lsp.worker.tolerances import tolerance_for
 
 
@@ -720,7 +720,7 @@ class Judge:
         except Exception as error:  # noqa: BLE001 - the task rejects these inputs; the caller decides
             raise ReferenceFailed(f"{type(error).__name__}: {str(error)[:200]}") from error
         seconds = time.monotonic() - started
-        flat = _flatten(outputs)
+        flat = flat_values(outputs)
         inputs = {v.untyped_storage().data_ptr() for v in [*args, *kwargs.values()] if isinstance(v, torch.Tensor)}
         aliases = [isinstance(v, torch.Tensor) and v.untyped_storage().data_ptr() in inputs for v in flat]
         return flat, seconds, aliases
@@ -1022,7 +1022,7 @@ def _float64_outputs(widened: torch.nn.Module | None, call: Call, device: torch.
         for seed in (1, 2):
             with torch.no_grad(), torch.random.fork_rng():
                 torch.manual_seed(seed)
-                runs.append(_flatten(widened(*[_widen(v) for v in args], **{k: _widen(v) for k, v in kwargs.items()})))
+                runs.append(flat_values(widened(*[_widen(v) for v in args], **{k: _widen(v) for k, v in kwargs.items()})))
     except Exception:  # noqa: BLE001 - without a float64 reference, the dtype tolerance decides alone
         return None
     return runs[0] if _matches(runs[0], runs[1]) else None
@@ -1113,15 +1113,6 @@ def _errors(want: torch.Tensor, got: torch.Tensor, tolerance: dict[str, float]) 
     if not bool(both_finite.all()) and not bool(close.all()):
         abs_err = math.inf
     return abs_err, rel_err, int((~close).sum())
-
-
-def _flatten(value: Any) -> list:
-    if isinstance(value, (list, tuple)):
-        flat: list = []
-        for item in value:
-            flat.extend(_flatten(item))
-        return flat
-    return [value]
 
 
 def _clone(value: Any) -> Any:

@@ -17,6 +17,16 @@ import torch
 import torch.multiprocessing  # noqa: F401 - registers the reductions that share tensors by handle
 
 
+def flat_values(value: Any) -> list:
+    """A forward's result as the flat list both sides compare element by element (nested lists and tuples opened)."""
+    if isinstance(value, (list, tuple)):
+        flat: list = []
+        for item in value:
+            flat.extend(flat_values(item))
+        return flat
+    return [value]
+
+
 def share(value: Any) -> str:
     """Text the candidate's process turns back into `value`, whose CUDA tensors are this process's memory (the caller
     keeps them alive until the answer arrives)."""
