@@ -689,11 +689,12 @@ class Judge:
             "pytorch_ops_run_by_candidate": dict(kept),
             "reference_ops": dict(reference_ops),
         }
-        if kept and not any(answer["outputs_hold_triton_values"]):
+        # wherever the maths ran instead (PyTorch, numpy, plain Python on the host), no output holds Triton's values
+        if (kept or reference_ops) and not any(answer["outputs_hold_triton_values"]):
+            where = f"in PyTorch ({', '.join(sorted(kept))})" if kept else "outside PyTorch and Triton (on the host)"
             raise Rejected(
                 "reference_in_pytorch",
-                f"no output holds values a Triton kernel computed; the maths ran in PyTorch ({', '.join(sorted(kept))}) "
-                "and the kernels only moved data",
+                f"no output holds values a Triton kernel computed; the maths ran {where} and the kernels only moved data",
             )
         if reference_ops and not replaced:
             raise Rejected(
