@@ -18,9 +18,9 @@ from drtriton_lsp.worker.judge import (
     Tally,
     _checked_call_answer,
     _compare,
-    _flatten,
     _non_contiguous,
 )
+from drtriton_lsp.worker.tensor_exchange import flat_values
 
 ANSWER = {
     "outputs": [{"kind": "tensor"}], "launches": 2, "kernels": {"k": 2}, "torch_ops": {},
@@ -147,4 +147,4 @@ def test_a_tensor_whose_last_dim_is_one_is_still_laid_out_another_way():
 
 def test_nested_outputs_are_flattened_in_order():
     a, b, c = torch.zeros(1), torch.ones(1), torch.full((1,), 2.0)
-    assert _flatten((a, [b, (c, 3)])) == [a, b, c, 3] and _flatten(a) == [a]
+    assert flat_values((a, [b, (c, 3)])) == [a, b, c, 3] and flat_values(a) == [a]
