@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from drtriton_training.dataset import HELDOUT_SEED, synthesize_training, write_dataset
+from drtriton_training.programs import HELDOUT_SEED, write_dataset
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
         return _sft(parser, args)
     if args.command == "rl":
         return _rl(parser, args)
+    return _synth(parser, args)
+
+
+def _synth(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from drtriton_training.dataset import synthesize_training  # synthesis alone needs OR-Tools (programs.py)
 
     try:
         levels = [int(level) for level in args.levels.split(",")]
@@ -105,7 +110,7 @@ def _teach(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         programs = read_programs(args.programs)
         summary = teach(
             programs, args.out, options, shard=shard, limit=args.limit, time_limit_s=args.time_limit,
-            progress=lambda line: print(line, file=sys.stderr, flush=True),
+            progress=_log,
         )
     except DrtritonError as error:
         print(f"drtriton-train teach: {error.message}\n  {error.hint}", file=sys.stderr)
@@ -167,6 +172,9 @@ def _add_rl(commands) -> None:
                     help="drpo (default): decoupled correctness and speed; grpo: their sum as one reward")
     rl.add_argument("--model", help="the SFT model directory to start from (default: the config's)")
     rl.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    rl.add_argument("--capture-only", action="store_true",
+                    help="synthesise and capture the run's programs into OUT/programs.jsonl and stop (needs OR-Tools; "
+                    "a run directory holding that file trains without it)")
     rl.add_argument("--advance-threshold", type=float, help="validation pass@1 that advances a level (default 0.5)")
     rl.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                     help="override a recipe field, e.g. --set eval_every_steps=5 (repeatable)")
@@ -175,7 +183,7 @@ def _add_rl(commands) -> None:
 def _rl(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from drtriton_lsp.errors import DrtritonError
 
-    from drtriton_training.rl import rl
+    from drtriton_training.rl import capture_programs, rl
     from drtriton_training.rl_configs import recipe
 
     overrides = list(args.overrides)
@@ -186,9 +194,11 @@ def _rl(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         chosen = recipe(args.config, overrides)
     except ValueError as error:
         parser.error(str(error))
+    if args.capture_only:
+        print(capture_programs(chosen, args.out, _log))
+        return 0
     try:
-        manifest = rl(chosen, args.out, objective=args.objective, resume=args.resume,
-                      log=lambda line: print(line, file=sys.stderr, flush=True))
+        manifest = rl(chosen, args.out, objective=args.objective, resume=args.resume, log=_log)
     except DrtritonError as error:
         print(f"drtriton-train rl: {error.message}\n  {error.hint}", file=sys.stderr)
         return 1
@@ -236,7 +246,7 @@ def _eval(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         constrained=not args.unconstrained,
     )
     try:
-        results = evaluate(args.model, options, log=lambda line: print(line, file=sys.stderr, flush=True))
+        results = evaluate(args.model, options, log=_log)
     except DrtritonError as error:
         print(f"drtriton-train eval: {error.message}\n  {error.hint}", file=sys.stderr)
         return 1
@@ -290,7 +300,7 @@ def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         samples=args.samples, turns=args.turns, kind=args.kind, jobs=args.jobs, trials=args.trials,
     )
     try:
-        results = run_compare(args.model, options, args.work, log=lambda line: print(line, file=sys.stderr, flush=True))
+        results = run_compare(args.model, options, args.work, log=_log)
     except DrtritonError as error:
         print(f"drtriton-train compare: {error.message}\n  {error.hint}", file=sys.stderr)
         return 1
@@ -309,7 +319,7 @@ def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 def _heldout_levels(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[int, ...]:
     """--levels as held-out levels, after checking --samples, --per-level and --model (exits with the problem)."""
-    from drtriton_training.dataset import HELDOUT_LEVELS
+    from drtriton_training.programs import HELDOUT_LEVELS
 
     try:
         levels = tuple(int(level) for level in args.levels.split(","))
@@ -322,6 +332,11 @@ def _heldout_levels(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     if not (args.model / "config.json").is_file() and not (args.model / "adapter_config.json").is_file():
         parser.error(f"{args.model} holds no model (config.json); pass the model/ directory of an sft run")
     return levels
+
+
+def _log(line: str) -> None:
+    """Progress lines go to stderr, so stdout holds only each command's result."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _share(value) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from drtriton_lsp.errors import DrtritonError
 
-from drtriton_training.dataset import load_heldout
+from drtriton_training.programs import load_heldout
 from drtriton_training.evaluate import checkpoint_hash, geometric_mean, provenance, table_cell
 
 RESULTS_SCHEMA = "drtriton.train-compare/1"

@@ -28,7 +28,7 @@ from drtriton_lsp.models import formats
 from drtriton_lsp.models.script_grammar import ScriptConstraint, ScriptGrammar, script_constraint
 from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
 
-from drtriton_training.dataset import HELDOUT_LEVELS, load_heldout
+from drtriton_training.programs import HELDOUT_LEVELS, load_heldout
 from drtriton_training.sft import MANIFEST
 from drtriton_training.teach import TeachOptions, capture_program, kernel_candidate, verify_module
 

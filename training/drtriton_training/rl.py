@@ -19,8 +19,8 @@ from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
 
 from drtriton_training.curriculum import Curriculum, CurriculumSampler
-from drtriton_training.dataset import heldout_hashes, synthesize_level
 from drtriton_training.evaluate import Sampler, level_summary
+from drtriton_training.programs import heldout_hashes
 from drtriton_training.rewards import DecoupledReward, JudgePool, RejectionMonitor, RlProgram
 from drtriton_training.rl_configs import OBJECTIVES, RlRecipe
 from drtriton_training.sft import MANIFEST_SCHEMA, build_model, latest_checkpoint, save_model
@@ -107,6 +107,17 @@ def _check_run_directory(out: Path, recipe: RlRecipe, objective: str, resume: bo
     return checkpoint
 
 
+def capture_programs(recipe: RlRecipe, out: Path, log: Callable[[str], None] = print) -> Path:
+    """Synthesise and capture the run's programs into out/programs.jsonl, and stop. Synthesis needs OR-Tools; a run
+    whose directory already holds the file needs neither it nor the capture (the GPU machine has no room for the
+    wheel beside the model): copy the file into each arm's run directory there."""
+    out.mkdir(parents=True, exist_ok=True)
+    with JudgePool(min(recipe.reward_workers, os.cpu_count() or 1), "cpu") as pool:
+        programs = _programs(recipe, out, pool, log)
+    log(f"rl {recipe.name}: {len(programs)} programs in {out / PROGRAMS_FILE}")
+    return out / PROGRAMS_FILE
+
+
 def _programs(recipe: RlRecipe, out: Path, pool: JudgePool, log) -> list[RlProgram]:
     """The run's programs, captured (read back from programs.jsonl when a chunk before captured them)."""
     path = out / PROGRAMS_FILE
@@ -116,7 +127,7 @@ def _programs(recipe: RlRecipe, out: Path, pool: JudgePool, log) -> list[RlProgr
     for level in recipe.levels:
         chosen += _split_programs(level, recipe)
     log(f"rl {recipe.name}: capturing {len(chosen)} programs ({recipe.train_programs_per_level} train, "
-        f"{recipe.eval_programs_per_level} validation per level) in {recipe.reward_workers} processes")
+        f"{recipe.eval_programs_per_level} validation per level)")
     programs = []
     for synthetic, captured in zip(chosen, pool.capture([program.source for program in chosen])):
         if "error" in captured:
@@ -141,6 +152,8 @@ def _program_from_json(record: dict[str, Any]) -> RlProgram:
 def _split_programs(level: int, recipe: RlRecipe):
     """The first programs of `level` under the run's seed that fill the train and validation quotas (teach's split
     by hash: the same program is on the same side for SFT and RL; held-out hashes are never drawn)."""
+    from drtriton_training.dataset import synthesize_level  # OR-Tools, needed only before programs.jsonl exists
+
     wanted = {"train": recipe.train_programs_per_level, "validation": recipe.eval_programs_per_level}
     count = recipe.train_programs_per_level + 25 * recipe.eval_programs_per_level
     while True:

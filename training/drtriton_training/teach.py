@@ -26,7 +26,7 @@ from drtriton_lsp.source.candidate import build_candidate
 from drtriton_lsp.source.targets import find_targets
 from drtriton_lsp.task import Task
 
-from drtriton_training.dataset import SyntheticProgram, heldout_hashes
+from drtriton_training.programs import SyntheticProgram, heldout_hashes
 
 RECORD_SCHEMA = "drtriton.teach/1"
 TARGET = "Model"

@@ -35,13 +35,14 @@ stamp() { echo "[$((SECONDS - started)) s] $*"; }
 
 # shellcheck source=training/scripts/carried_wheels.sh
 source training/scripts/carried_wheels.sh
-need_carried_wheels
 mkdir -p "$WORK" "$OUT"
 
-if [ ! -f "$WORK/programs/index.jsonl" ]; then
+if [ ! -f "$WORK/programs/index.jsonl" ]; then  # programs synthesised elsewhere can be put there (no OR-Tools needed)
+    need_carried_wheels ortools
     stamp "synth: levels $LEVELS, $COUNT programs each"
     "${TRAIN[@]}" synth --levels "$LEVELS" --count "$COUNT" --seed "$SEED" --out "$WORK/programs" --workers "$(nproc)"
 fi
+need_carried_wheels trl datasets
 
 verify_flag=--verify
 statuses=verified

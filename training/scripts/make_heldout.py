@@ -9,7 +9,8 @@ import json
 import os
 from pathlib import Path
 
-from drtriton_training.dataset import HELDOUT_LEVELS, generate_heldout
+from drtriton_training.dataset import generate_heldout
+from drtriton_training.programs import HELDOUT_LEVELS
 
 TARGET = Path(__file__).resolve().parents[1] / "drtriton_training" / "heldout"
 

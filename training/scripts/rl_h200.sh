@@ -8,16 +8,19 @@
 #   PHASE=grpo    the same for `rl --objective grpo`
 #   PHASE=after   eval of both arms' models, then pack the results table and the better model into $OUT
 #
-# Upload: the repository (the shipped model is 37 MB; carry trl, datasets and ortools wheels in training/wheels as for
-# h200_train_small.sh; the 64 MiB limit leaves no room for more). Back (at most 8 files of 16 MiB): the chosen arm's
-# safetensors shards and bundle.tar.gz (results, logs, samples, manifests).
+# Upload: the repository (the shipped model is 37 MB), the wheels of trl, datasets, dill and multiprocess in
+# training/wheels, and the run's programs captured here (`drtriton-train rl --config small --capture-only --out DIR`:
+# synthesis needs OR-Tools, whose 29 MB wheel does not fit beside the model under the 64 MiB limit); PROGRAMS names
+# that programs.jsonl. Back (at most 8 files of 16 MiB): the chosen arm's safetensors shards and bundle.tar.gz
+# (results, logs, samples, manifests).
 #
-# Settings (environment): PHASE, STEPS (optimiser steps per arm, default 40), CHUNK_SECONDS (per call, default 420),
-# EVAL_LEVELS, EVAL_PER_LEVEL, EVAL_SAMPLES, EVAL_SECONDS, WORK, OUT.
+# Settings (environment): PHASE, PROGRAMS, STEPS (optimiser steps per arm, default 40), CHUNK_SECONDS (per call,
+# default 420), EVAL_LEVELS, EVAL_PER_LEVEL, EVAL_SAMPLES, EVAL_SECONDS, WORK, OUT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 PHASE=${PHASE:?set PHASE to before, drpo, grpo or after}
+PROGRAMS=${PROGRAMS:-}
 STEPS=${STEPS:-40}
 CHUNK_SECONDS=${CHUNK_SECONDS:-420}
 EVAL_LEVELS=${EVAL_LEVELS:-1,2,5,20}
@@ -34,7 +37,7 @@ stamp() { echo "[$((SECONDS - started)) s] $*"; }
 
 # shellcheck source=training/scripts/carried_wheels.sh
 source training/scripts/carried_wheels.sh
-need_carried_wheels
+need_carried_wheels trl datasets
 mkdir -p "$WORK" "$OUT"
 
 evaluate() {  # evaluate MODEL_DIR NAME: held-out pass@1 per level, the best of k timed against eager and compile
@@ -46,6 +49,13 @@ evaluate() {  # evaluate MODEL_DIR NAME: held-out pass@1 per level, the best of 
 chunk() {  # chunk OBJECTIVE: one time-limited chunk of that arm; the same steps and chunk budget for both arms
     local run="$WORK/$1" resume=()
     if [ -f "$run/run.json" ]; then resume=(--resume); fi
+    if [ ! -f "$run/programs.jsonl" ]; then
+        if [ -n "$PROGRAMS" ]; then
+            mkdir -p "$run" && cp "$PROGRAMS" "$run/programs.jsonl"
+        else
+            need_carried_wheels ortools  # the run synthesises its programs
+        fi
+    fi
     stamp "rl --objective $1: a chunk of $CHUNK_SECONDS s towards $STEPS steps ${resume[*]}"
     "${TRAIN[@]}" rl --config small --objective "$1" --steps "$STEPS" --out "$run" "${resume[@]}" \
         --set "time_limit_s=$CHUNK_SECONDS" 2>&1 | grep -v "FutureWarning\|warnings.warn" | tail -30

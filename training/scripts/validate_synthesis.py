@@ -23,7 +23,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 
-from drtriton_training.dataset import program_seed, synthesize_one  # noqa: E402
+from drtriton_training.dataset import synthesize_one
+from drtriton_training.programs import program_seed  # noqa: E402
 from drtriton_training.operators import default_registry  # noqa: E402
 from drtriton_training.shapes import SynthesisLimits  # noqa: E402
 

@@ -11,7 +11,7 @@ import pytest
 
 from drtriton_training import compare
 from drtriton_training.compare import COMPILER_ARM, MODEL_ARM, CompareOptions
-from drtriton_training.dataset import load_heldout
+from drtriton_training.programs import load_heldout
 
 
 def problem(name, status="verified", vs_compile=None, seconds=10.0, winner=None, model=None):

@@ -23,7 +23,8 @@ from synthetic_programs import load_program, output_shapes  # noqa: E402
 from drtriton_lsp.compiler.codegen import compile_graph  # noqa: E402
 from drtriton_lsp.worker.capture import capture_graph  # noqa: E402
 from drtriton_lsp.worker.judge import Tally, _compare  # noqa: E402
-from drtriton_training.dataset import program_seed, synthesize_one  # noqa: E402
+from drtriton_training.dataset import synthesize_one  # noqa: E402
+from drtriton_training.programs import program_seed  # noqa: E402
 from drtriton_training.shapes import SynthesisLimits  # noqa: E402
 
 LEVELS = (1, 2, 3, 5, 8, 12, 20)

@@ -17,7 +17,7 @@ from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.models import formats
 from drtriton_training import cli
 from drtriton_training.curriculum import Curriculum, CurriculumSampler
-from drtriton_training.dataset import load_heldout
+from drtriton_training.programs import load_heldout
 from drtriton_training.drpo import correct_set_weights, drpo_loss
 from drtriton_training.rewards import (
     CHEATING_REWARD, UNPARSED_REWARD, VERIFIED_REWARD, DecoupledReward, JudgePool, RejectionMonitor, RlProgram,

@@ -6,22 +6,16 @@ These run the generator only (no torch.export), so they are quick.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from drtriton_training.cli import main
 from drtriton_training.csp_dag import ComputeOp, CreateOp, CspDag, Program, ProgramSynthesizer
-from drtriton_training.dataset import (
-    HELDOUT_COUNT,
-    HELDOUT_LEVELS,
-    HELDOUT_SEED,
-    generate_heldout,
-    heldout_hashes,
-    load_heldout,
-    synthesize_level,
-    synthesize_training,
-)
+from drtriton_training.dataset import generate_heldout, synthesize_level, synthesize_training
 from drtriton_training.emit import render_program
+from drtriton_training.programs import HELDOUT_COUNT, HELDOUT_LEVELS, HELDOUT_SEED, heldout_hashes, load_heldout
 from drtriton_training.shapes import SynthesisLimits
 
 
@@ -136,3 +130,23 @@ def test_each_retry_draws_more_fresh_inputs_and_only_the_last_draws_all_fresh(mo
     capped = [min(share, 1.0) for share in shares]
     assert all(earlier <= later for earlier, later in zip(capped, capped[1:]))
     assert shares[0] < 0.5 and all(earlier < later < 1.0 for earlier, later in zip(shares[:4], shares[1:5]))
+
+
+def test_everything_but_synthesis_runs_without_or_tools(tmp_path):
+    """The GPU machine has no OR-Tools and no room to carry it beside the model: eval, compare, teach, sft and rl (from
+    captured programs) must import without it, and synth must say what is missing."""
+    script = (
+        "import sys\n"
+        "sys.modules['ortools'] = None\n"  # makes `import ortools...` raise ImportError
+        "import drtriton_training.cli, drtriton_training.evaluate, drtriton_training.compare\n"
+        "import drtriton_training.teach, drtriton_training.rl\n"
+        "from drtriton_training.programs import load_heldout\n"
+        "assert len(load_heldout(1)) == 100\n"
+        "try:\n"
+        "    drtriton_training.cli.main(['synth', '--count', '1', '--out', sys.argv[1]])\n"
+        "except ImportError as error:\n"
+        "    print('synth needs', error.name)\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert "synth needs ortools" in ran.stdout

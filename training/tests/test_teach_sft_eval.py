@@ -17,7 +17,7 @@ from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
 from drtriton_lsp.task import Task
 from drtriton_training import cli
-from drtriton_training.dataset import heldout_hashes, load_heldout
+from drtriton_training.programs import heldout_hashes, load_heldout
 from drtriton_training.evaluate import EvalOptions, evaluate, pass_at_k, to_markdown
 from drtriton_training.sft import train_tokenizer
 from drtriton_training.sft_configs import RECIPES, SftRecipe, recipe
