@@ -19,6 +19,7 @@ from drtriton_lsp.compiler.fragments import fragment_graph, fragment_task_source
 from drtriton_lsp.compiler.planner import default_schedule
 from drtriton_lsp.compiler.script import KernelLine, parse_schedule, print_schedule
 from drtriton_lsp.engine.search import (
+    DEADLINE_POLL_S,
     Alternative,
     GpuLock,
     SearchBudget,
@@ -164,10 +165,27 @@ def test_the_seconds_budget_stops_the_fragment_being_measured_and_keeps_the_defa
         progress=messages.append,
     )
     elapsed = time.monotonic() - started
-    assert 0.3 <= elapsed < 0.3 * 1.1 + 0.1  # the budget, plus the deadline's polling
+    assert 0.3 * 0.95 <= elapsed < 0.3 * 1.1 + 0.1  # the budget less its stop reserve, plus the deadline's polling
     assert result.stopped == "budget" and result.fragments == []
     assert result.schedule == print_schedule(default_schedule(graph))
     assert any("0.3 s ran out while measuring it" in message for message in messages)
+
+
+def test_the_deadline_leaves_time_to_stop_the_workers_so_the_budget_holds(graph):
+    """Stopping a measurement takes time (killing its worker processes); the deadline fires early enough for that."""
+
+    def slow_to_stop(task, fragment, candidates, stop):
+        if not stop.wait(timeout=60):
+            raise AssertionError("the search never stopped the fragment being measured")
+        time.sleep(0.09)  # what killing and reaping a fragment's workers costs
+        raise Cancelled()
+
+    started = time.monotonic()
+    result = search_schedule(
+        graph, default_schedule(graph), name="t", measure=slow_to_stop, budget=SearchBudget(seconds=2.0)
+    )
+    assert time.monotonic() - started < 2.0 + DEADLINE_POLL_S
+    assert result.stopped == "budget"
 
 
 def test_a_cancel_while_a_fragment_is_measured_stops_it_at_once_and_says_cancelled(graph):
