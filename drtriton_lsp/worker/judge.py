@@ -30,7 +30,7 @@ from drtriton_lsp.worker.candidate_process import CandidateProcess, Rejected, pr
 from drtriton_lsp.worker.candidate_process import take as take_candidate_process
 from drtriton_lsp.worker.capture import export_program, graph_from_exported
 from drtriton_lsp.worker.gpu_lock import gpu_hold
-from drtriton_lsp.worker.op_audit import OpRecorder
+from drtriton_lsp.worker.op_audit import OpRecorder, takes_computing
 from drtriton_lsp.worker.shapes import InputShapePlan, plan_input_shapes, resize_inputs
 from drtriton_lsp.worker.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
 from drtriton_lsp.worker.tensor_exchange import flat_values, same_layout_on, share
@@ -673,14 +673,15 @@ class Judge:
         if must_launch and not skip_launches and answer["launches"] == 0:
             raise Rejected("no_triton_launch", f"{label}: the candidate's forward launched no Triton kernel")
         if audit:
-            self._judge_audit(recorder.compute_ops, answer)
+            self._judge_audit(recorder.compute_ops, answer, expected, [*call.args, *call.kwargs.values()])
         if counting:
             tally.passed += 1
             lane.previous_expected = expected
         return expected
 
-    def _judge_audit(self, reference_ops: Counter, answer: dict[str, Any]) -> None:
-        """Whether the Triton kernels computed the replaced ops, from what ran (never from the candidate's claim)."""
+    def _judge_audit(self, reference_ops: Counter, answer: dict[str, Any], expected: list, arguments: list) -> None:
+        """Whether the Triton kernels computed the replaced ops, from what ran (never from the candidate's claim).
+        `expected`: the reference's outputs; `arguments`: the call's inputs."""
         kept = Counter(answer["torch_ops"])
         replaced = reference_ops - kept
         self.audit["kept_ops"] = sorted(kept.elements())
@@ -689,8 +690,11 @@ class Judge:
             "pytorch_ops_run_by_candidate": dict(kept),
             "reference_ops": dict(reference_ops),
         }
-        # wherever the maths ran instead (PyTorch, numpy, plain Python on the host), no output holds Triton's values
-        if (kept or reference_ops) and not any(answer["outputs_hold_triton_values"]):
+        # wherever the maths ran instead (PyTorch, numpy, plain Python on the host), no output holds Triton's values;
+        # unless no output takes computing (min(x, x), x - x): then a kernel that moves data is a correct one
+        if (kept or reference_ops) and not any(answer["outputs_hold_triton_values"]) and any(
+            takes_computing(value, arguments) for value in expected
+        ):
             where = f"in PyTorch ({', '.join(sorted(kept))})" if kept else "outside PyTorch and Triton (on the host)"
             raise Rejected(
                 "reference_in_pytorch",

@@ -164,7 +164,8 @@ OLDER_CHEATS = [
     cheat("wrong_result", "wrong_result", "wrong_result", folder=OLDER, task="task_scale_relu"),
 ]
 
-GOOD = {"good_affine_relu": "task_affine_relu", "good_gated_bias": "task_gated_bias"}
+GOOD = {"good_affine_relu": "task_affine_relu", "good_gated_bias": "task_gated_bias",
+        "good_data_movement_maths": "task_data_movement_maths"}
 
 # How a user would see each cheat misbehave (tests/fixtures/adversarial/plain_use.py): its task and scenario.
 PLAIN_USE_SCENARIOS = {
