@@ -24,9 +24,10 @@ from drtriton_lsp.bench.suite_report import progress_line, render_markdown, writ
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.engine.pipeline import OptimizeOptions
 from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
 from drtriton_lsp.runners.runner import JobFailure
 from drtriton_lsp.worker import benchmark
-from drtriton_lsp.worker.gpu_lock import GPU_LOCK_VARIABLE, gpu_hold
+from drtriton_lsp.worker.gpu_lock import gpu_hold
 
 SVG = "{http://www.w3.org/2000/svg}"
 H200 = {"kind": "cuda", "name": "NVIDIA H200"}

@@ -28,8 +28,8 @@ from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.pipeline import OptimizeOptions, Outcome, optimize_target
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import LocalRunner
+from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
 from drtriton_lsp.runners.runner import JobFailure, JobLimits, Runner
-from drtriton_lsp.worker.gpu_lock import GPU_LOCK_VARIABLE
 
 RESULTS_SCHEMA = "drtriton.bench/1"
 # Directory names that say a problem's category when its file has no CATEGORY constant (KernelBench's levels too).
