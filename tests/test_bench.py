@@ -313,8 +313,8 @@ def test_a_timed_matmul_problem_is_placed_against_the_library_measured_for_its_o
             return {"graph": symbolic_linear_graph().to_json()}
         return {"copy": None, "matmul": {"ms": 0.5, "flops": 2 * 128 * 32 * 64, "tflops": 0.001, "tf32": False}}
 
-    def optimize(source, path, target, *, options, runner, progress, cancel=None):
-        runner.call("capture", {"task": "..."})
+    def optimize(source, path, target, *, options, session):
+        session.runner.call("capture", {"task": "..."})
         report = {
             "status": "verified", "message": "", "timing_note": "", "correctness": {"reason": None},
             "replaced_ops": ["aten.linear.default", "aten.relu.default"], "kept_ops": [],
