@@ -22,13 +22,7 @@ from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.compiler.script import parse_schedule
 from drtriton_lsp.engine.devices import COMMAND_LINE_DEVICE, DeviceOption, describe_device, likely_device, resolve_device
 from drtriton_lsp.engine.model_search import CandidateBuilder, WorkerModelMeasurer, run_model_search
-from drtriton_lsp.engine.report import (
-    build_report,
-    correctness_of,
-    earlier_run,
-    earlier_timing,
-    revised_report,
-)
+from drtriton_lsp.engine.report import Correctness, EarlierRun, build_report, earlier_timing, revised_report
 from drtriton_lsp.engine.search import (
     SearchBudget,
     SearchCache,
@@ -323,7 +317,7 @@ def reverify_outcome(outcome: Outcome, *, options: OptimizeOptions, session: Wor
     devices = _worker_devices(session, options)
     device = resolve_device(options.device, devices, path, options.device_option)
     device_info = describe_device(device, devices)
-    previous = earlier_run(report)
+    previous = EarlierRun.of(report)
     session.step(f"verifying the same kernel again on {device_info['kind']}, with new inputs")
     verdict = verify_candidate(
         outcome.task,
@@ -333,7 +327,7 @@ def reverify_outcome(outcome: Outcome, *, options: OptimizeOptions, session: Wor
         trials=options.trials,
         input_shapes=outcome.input_shapes,
         tf32=bool(outcome.program and outcome.program.tf32),
-        seed=previous["seed"] + RESEED_STEP,
+        seed=previous.seed + RESEED_STEP,
     )
     timing, timing_note = report["timing"], report["timing_note"]
     if not verdict.verified:
@@ -350,7 +344,7 @@ def reverify_outcome(outcome: Outcome, *, options: OptimizeOptions, session: Wor
         status="verified" if verdict.verified else "failed",
         message="" if verdict.verified else verdict.explanation,
         device=device_info,
-        correctness=correctness_of(verdict, previous),
+        correctness=Correctness(verdict, previous).to_json(),
         timing=timing,
         timing_note=timing_note,
         versions=devices["versions"],
