@@ -33,7 +33,7 @@ import torch
 
 from drtriton_lsp.engine.memory_caps import FLOOR_BYTES
 from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target
-from drtriton_lsp.engine.verify import Cancelled
+from drtriton_lsp.engine.session import Cancelled, WorkerSession
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.worker.devices import describe_devices
@@ -266,7 +266,8 @@ def run_problem(path: Path, entry: dict[str, Any], options: OptimizeOptions, can
     }
     try:
         with LocalRunner() as runner:  # closed: no worker started ahead outlives its problem
-            outcome = optimize_target(path.read_text(), str(path), "Model", options=options, runner=runner, cancel=cancel)
+            session = WorkerSession.for_file(runner, str(path), cancel=cancel)
+            outcome = optimize_target(path.read_text(), str(path), "Model", options=options, session=session)
     except Cancelled:
         raise
     except DrtritonError as error:

@@ -24,6 +24,7 @@ sys.path.insert(0, str(REPO))
 from drtriton_lsp.bench.suite import git_commit  # noqa: E402
 from drtriton_lsp.engine.devices import likely_device  # noqa: E402
 from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target  # noqa: E402
+from drtriton_lsp.engine.session import WorkerSession  # noqa: E402
 from drtriton_lsp.engine.verify import worker_environment  # noqa: E402
 from drtriton_lsp.runners.local import LocalRunner, worker_python_path  # noqa: E402
 
@@ -77,7 +78,8 @@ def _run(path: str, target: str, start: str, args) -> dict:
             warm.prepare(env=worker_environment(likely_device(args.device)), python_path=python_path, method="verify")
             time.sleep(args.ahead)  # the user reads the lens, then asks
             runner.take_spare_from(warm)
-        outcome = optimize_target(Path(path).read_text(), path, target, options=options, runner=runner)
+        session = WorkerSession.for_file(runner, path)
+        outcome = optimize_target(Path(path).read_text(), path, target, options=options, session=session)
     return outcome.report
 
 

@@ -247,7 +247,7 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
     from drtriton_lsp.engine.pipeline import OptimizeOptions, Outcome, optimize_target, provenance_text
     from drtriton_lsp.engine.report import one_line, to_markdown
     from drtriton_lsp.engine.search import SearchBudget
-    from drtriton_lsp.engine.verify import Cancelled
+    from drtriton_lsp.engine.session import Cancelled, WorkerSession
     from drtriton_lsp.runners.choice import runner_for
     from drtriton_lsp.source.extract import targets_with_inputs
     from drtriton_lsp.source.files import read_source_file
@@ -283,7 +283,8 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
                     _status.update(Text.assemble((_name, "bold"), ": ", message))
 
                 try:
-                    outcome = optimize_target(original, path, name, options=options, runner=runner, progress=progress)
+                    session = WorkerSession.for_file(runner, path, progress=progress)
+                    outcome = optimize_target(original, path, name, options=options, session=session)
                 except Cancelled:
                     raise KeyboardInterrupt from None
                 except DrtritonError as error:
@@ -401,33 +402,33 @@ def write_verified(source_file, outcomes, console: Console, provenance_text, *, 
 def verify_command(args: argparse.Namespace, console: Console) -> int:
     from drtriton_lsp.engine.devices import describe_device, likely_device, resolve_device
     from drtriton_lsp.engine.report import build_report, one_line
-    from drtriton_lsp.engine.verify import Cancelled, verify_candidate, worker_environment
+    from drtriton_lsp.engine.session import Cancelled, WorkerLimits, WorkerSession
+    from drtriton_lsp.engine.verify import verify_candidate, worker_environment
     from drtriton_lsp.runners.choice import runner_for
-    from drtriton_lsp.runners.runner import JobFailure
+    from drtriton_lsp.runners.runner import JobFailure, JobLimits
     from drtriton_lsp.task import Task
 
     task = Task.from_file(args.task_file)
     candidate = read_source(args.candidate_file)
-    python_path = [str(args.task_file.resolve().parent)]
     runner = runner_for(args.remote, args.remote_python)
     with runner, console.status("checking the worker's devices", spinner="dots") as status:
+        session = WorkerSession.for_file(
+            runner,
+            str(args.task_file),
+            limits=WorkerLimits(verify=JobLimits()),  # the judge gets the runner's default limits here
+            progress=lambda message: status.update(f"verifying: {message}"),
+        )
         try:
             # the verification's worker (on the likely device) starts while the devices are checked
             likely = likely_device(args.device, runner.host is not None)
-            devices = runner.call("capabilities", {}, python_path=python_path, prepare_next=worker_environment(likely))
+            devices = runner.call(
+                "capabilities", {}, python_path=session.python_path, prepare_next=worker_environment(likely)
+            )
         except JobFailure as failure:
             return worker_did_not_start(console, failure)
         device = resolve_device(args.device, devices, str(args.task_file))
         try:
-            verdict = verify_candidate(
-                task,
-                candidate,
-                device=device,
-                runner=runner,
-                trials=args.trials,
-                on_progress=lambda message: status.update(f"verifying: {message}"),
-                python_path=python_path,
-            )
+            verdict = verify_candidate(task, candidate, session=session, device=device, trials=args.trials)
         except Cancelled:
             raise KeyboardInterrupt from None
     report = build_report(

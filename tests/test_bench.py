@@ -24,9 +24,10 @@ from drtriton_lsp.bench.suite_report import progress_line, render_markdown, writ
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.engine.pipeline import OptimizeOptions
 from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
 from drtriton_lsp.runners.runner import JobFailure
 from drtriton_lsp.worker import benchmark
-from drtriton_lsp.worker.gpu_lock import GPU_LOCK_VARIABLE, gpu_hold
+from drtriton_lsp.worker.gpu_lock import gpu_hold
 
 SVG = "{http://www.w3.org/2000/svg}"
 H200 = {"kind": "cuda", "name": "NVIDIA H200"}
@@ -312,8 +313,8 @@ def test_a_timed_matmul_problem_is_placed_against_the_library_measured_for_its_o
             return {"graph": symbolic_linear_graph().to_json()}
         return {"copy": None, "matmul": {"ms": 0.5, "flops": 2 * 128 * 32 * 64, "tflops": 0.001, "tf32": False}}
 
-    def optimize(source, path, target, *, options, runner, progress, cancel=None):
-        runner.call("capture", {"task": "..."})
+    def optimize(source, path, target, *, options, session):
+        session.runner.call("capture", {"task": "..."})
         report = {
             "status": "verified", "message": "", "timing_note": "", "correctness": {"reason": None},
             "replaced_ops": ["aten.linear.default", "aten.relu.default"], "kept_ops": [],

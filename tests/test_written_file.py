@@ -83,6 +83,7 @@ WRITE_UNTIMED = """
 import json, sys
 from pathlib import Path
 from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target, provenance_text
+from drtriton_lsp.engine.session import WorkerSession
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.source.writeback import write_back
 
@@ -90,7 +91,7 @@ path, target, report_path = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 source = path.read_text()
 options = OptimizeOptions(device="cuda", trials=2, benchmark=False)
 with LocalRunner() as runner:
-    outcome = optimize_target(source, str(path), target, options=options, runner=runner)
+    outcome = optimize_target(source, str(path), target, options=options, session=WorkerSession.for_file(runner, str(path)))
 assert outcome.verified, outcome.report["message"]
 path.write_text(write_back(source, target, outcome.program, provenance_text(outcome), outcome.guards))
 report_path.write_text(json.dumps(outcome.report))

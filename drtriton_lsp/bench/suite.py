@@ -26,10 +26,11 @@ from typing import Any, Callable, Iterator
 from drtriton_lsp.bench.roofline import BANDWIDTH_TARGET, LIBRARY_TARGET, GraphWork, graph_work
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.pipeline import OptimizeOptions, Outcome, optimize_target
+from drtriton_lsp.engine.session import WorkerSession
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import LocalRunner
+from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
 from drtriton_lsp.runners.runner import JobFailure, JobLimits, Runner
-from drtriton_lsp.worker.gpu_lock import GPU_LOCK_VARIABLE
 
 RESULTS_SCHEMA = "drtriton.bench/1"
 # Directory names that say a problem's category when its file has no CATEGORY constant (KernelBench's levels too).
@@ -156,9 +157,9 @@ def run_problem(
     outcome: Outcome | None = None
     failure: tuple[str, str] | None = None
     try:
+        session = WorkerSession.for_file(runner, str(problem.path), progress=progress, cancel=cancel)
         outcome = optimize_target(
-            problem.path.read_text(encoding="utf-8"), str(problem.path), "Model",
-            options=options, runner=runner, progress=progress, cancel=cancel,
+            problem.path.read_text(encoding="utf-8"), str(problem.path), "Model", options=options, session=session
         )
     except DrtritonError as error:
         failure = (snake_case_name(type(error).__name__), error.located() + (f" ({error.hint})" if error.hint else ""))

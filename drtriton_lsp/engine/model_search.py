@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.verify import Cancelled, verify_candidate
+from drtriton_lsp.engine.session import Cancelled, WorkerSession
+from drtriton_lsp.engine.verify import verify_candidate
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
 from drtriton_lsp.models.backends import ModelBackend, ModelUnavailable, Sampling, SamplingCancelled
@@ -224,23 +225,21 @@ def run_model_search(
 
 class WorkerModelMeasurer:
     """Verifies answers in worker processes, several at once, and on a GPU times the verified ones together with
-    the compiler's verified candidate (same process, same inputs), so that the two sources are compared fairly."""
+    the compiler's verified candidate (same process, same inputs), so that the two sources are compared fairly.
+    Its jobs show no progress; the session's cancel stops them."""
 
-    def __init__(self, task: Task, *, runner, device: str, trials: int, input_shapes, verify_limits, timing_limits,
-                 parallel: int, python_path: list[str] | None, cancel: threading.Event | None,
+    def __init__(self, task: Task, session: WorkerSession, *, device: str, trials: int, input_shapes, parallel: int,
                  compiler_candidate: str | None):
-        self.task, self.runner, self.device, self.trials = task, runner, device, trials
-        self.input_shapes, self.verify_limits, self.timing_limits = input_shapes, verify_limits, timing_limits
-        self.parallel, self.python_path, self.cancel = max(1, parallel), python_path, cancel
+        self.task, self.session, self.device, self.trials = task, session.side_jobs(session.cancel), device, trials
+        self.input_shapes, self.parallel = input_shapes, max(1, parallel)
         self.compiler_candidate = compiler_candidate
         self.compiler_ms: float | None = None
 
     def __call__(self, candidates: list[ModelCandidate]) -> None:
         def verify_one(candidate: ModelCandidate) -> None:
             verdict = verify_candidate(
-                self.task, candidate.source, device=self.device, runner=self.runner, trials=self.trials,
-                input_shapes=self.input_shapes, limits=self.verify_limits, cancel=self.cancel,
-                python_path=self.python_path, tf32=bool(candidate.program and candidate.program.tf32),
+                self.task, candidate.source, session=self.session, device=self.device, trials=self.trials,
+                input_shapes=self.input_shapes, tf32=bool(candidate.program and candidate.program.tf32),
             )
             candidate.verdict, candidate.verified = verdict, verdict.verified
             candidate.reason = "" if verdict.verified else f"rejected by the verifier: {verdict.explanation}"
@@ -258,9 +257,9 @@ class WorkerModelMeasurer:
             return
         sources = ([self.compiler_candidate] if self.compiler_candidate else []) + [c.source for c in verified]
         try:
-            timing = self.runner.call(
-                "time_candidates", {"task": self.task.to_json(), "candidates": sources}, limits=self.timing_limits,
-                env={"TRITON_INTERPRET": None}, python_path=self.python_path, cancel=self.cancel,
+            timing = self.session.call(
+                "time_candidates", {"task": self.task.to_json(), "candidates": sources},
+                limits=self.session.limits.benchmark, env={"TRITON_INTERPRET": None},
             )
         except JobFailure as failure:
             if failure.reason == "cancelled":

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from drtriton_lsp import __version__
 from drtriton_lsp.compiler import aten_schemas
@@ -22,15 +21,8 @@ from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.compiler.script import parse_schedule
 from drtriton_lsp.engine.devices import COMMAND_LINE_DEVICE, DeviceOption, describe_device, likely_device, resolve_device
-from drtriton_lsp.engine.memory_caps import with_task_memory_caps
 from drtriton_lsp.engine.model_search import CandidateBuilder, WorkerModelMeasurer, run_model_search
-from drtriton_lsp.engine.report import (
-    build_report,
-    correctness_of,
-    earlier_run,
-    earlier_timing,
-    revised_report,
-)
+from drtriton_lsp.engine.report import Correctness, EarlierRun, build_report, earlier_timing, revised_report
 from drtriton_lsp.engine.search import (
     SearchBudget,
     SearchCache,
@@ -38,13 +30,12 @@ from drtriton_lsp.engine.search import (
     default_cache_directory,
     search_schedule,
 )
-from drtriton_lsp.engine.verify import Cancelled, user_input_shapes, verify_candidate, worker_environment
+from drtriton_lsp.engine.session import WorkerSession
+from drtriton_lsp.engine.verify import user_input_shapes, verify_candidate, worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models.backends import ModelUnavailable, open_backend
 from drtriton_lsp.models.settings import ModelSettings
 from drtriton_lsp.models.sources import COMPILER, COMPILER_ORIGIN, MODEL
-from drtriton_lsp.runners.local import worker_python_path
-from drtriton_lsp.runners.runner import JobFailure, JobLimits, Runner
 from drtriton_lsp.source.applied import applied_kernels
 from drtriton_lsp.source.dispatch import describe_guard
 from drtriton_lsp.source.extract import extract_task
@@ -52,8 +43,6 @@ from drtriton_lsp.source.pyfile import parse_file
 from drtriton_lsp.source.targets import find_targets
 from drtriton_lsp.source.writeback import applied_kernel_candidate, verification_candidate
 from drtriton_lsp.task import Task
-
-Progress = Callable[[str], None]
 
 NOT_VERIFIED_NOTE = "not timed: the candidate was not verified"
 INTERPRETER_NOTE = "no GPU: verified with the Triton interpreter on CPU, which says nothing about speed"
@@ -82,10 +71,6 @@ class OptimizeOptions:
     search_cache: Path | None = None
     # a model writing candidates beside the compiler (backend "none": the compiler alone)
     model: ModelSettings = field(default_factory=ModelSettings)
-    capabilities_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=120))
-    capture_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=180))
-    verify_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=600))
-    benchmark_limits: JobLimits = field(default_factory=lambda: JobLimits(timeout_s=900))
 
 
 @dataclass
@@ -130,14 +115,12 @@ def optimize_target(
     target_name: str,
     *,
     options: OptimizeOptions,
-    runner: Runner,
-    progress: Progress = lambda _message: None,
-    cancel: threading.Event | None = None,
+    session: WorkerSession,
 ) -> Outcome:
-    """Run the whole job on one target. Bad input raises DrtritonError; a rejected candidate is a report."""
+    """Run the whole job on one target, its worker jobs in `session` (made for `path`: see WorkerSession.for_file).
+    Bad input raises DrtritonError; a rejected candidate is a report."""
     started = time.monotonic()
     clock = StageClock()
-    python_path = worker_python_path(path)
     targets = {t.name: t for t in find_targets(source, path)}
     if target_name not in targets:
         raise DrtritonError(
@@ -146,16 +129,16 @@ def optimize_target(
             path=path,
         )
     target = targets[target_name]
-    progress("extracting the task")
+    session.step("extracting the task")
     with clock.stage("extract"):
         task = extract_task(source, target_name, path)
 
-    progress("capturing the graph (torch.export) in a worker")
+    session.step("capturing the graph (torch.export) in a worker")
     # the verification's worker starts while the capture runs; its device is a guess until capture reports the devices
     with clock.stage("capture"):
-        capture = _call(
-            runner, "capture", {"task": task.to_json()}, options.capture_limits, python_path, progress, cancel,
-            prepare_next=worker_environment(likely_device(options.device, runner.host is not None)),
+        capture = session.run(
+            "capture", {"task": task.to_json()}, limits=session.limits.capture,
+            prepare_next=worker_environment(likely_device(options.device, session.runner.host is not None)),
             prepare_next_for="verify",
         )
     devices = capture["devices"]
@@ -164,15 +147,11 @@ def optimize_target(
     aten_schemas.remember(capture["schemas"])
     guards = capture["guards"]
     # verification and timing may hold the task's tensors several times over: their cap follows the task's size
-    options = dataclasses.replace(
-        options,
-        verify_limits=with_task_memory_caps(options.verify_limits, graph),
-        benchmark_limits=with_task_memory_caps(options.benchmark_limits, graph),
-    )
+    session = dataclasses.replace(session, limits=session.limits.for_task(graph))
     device_info = describe_device(device, devices)
     versions = devices["versions"]
 
-    progress("generating Triton kernels")
+    session.step("generating Triton kernels")
     with clock.stage("generate"):
         program = compile_graph(
             graph,
@@ -198,24 +177,22 @@ def optimize_target(
     )
     trial = None
     if program.kernels:
-        trial = _verify_and_time(
-            task, graph, program, guards, device, device_info, options, runner, python_path, progress, cancel, clock
-        )
+        trial = _verify_and_time(task, graph, program, guards, device, device_info, options, session, clock)
         search["verified"] = int(trial.verdict.verified)
         if trial.verdict.verified:
             search["first_verified_s"] = round(trial.verified_at - started, 2)
             search["winner"] = COMPILER_ORIGIN.to_json()
         if options.search and trial.verdict.verified:
             trial = _search(
-                task, graph, program, guards, trial, device, device_info, options, runner, python_path, progress,
-                cancel, search, versions, target_name, list(target.forward_params), clock,
+                task, graph, program, guards, trial, device, device_info, options, session, search, versions,
+                target_name, list(target.forward_params), clock,
             )
         search["candidates_by_source"][COMPILER] = search["candidates"]
     if options.model.enabled:
         with clock.stage("model"):
             trial = _model_search(
-                task, graph, guards, trial, device, options, runner, python_path, progress, cancel, search,
-                snake_case(target_name), list(target.forward_params),
+                task, graph, guards, trial, device, options, session, search, snake_case(target_name),
+                list(target.forward_params),
             )
     if trial is None:
         search["seconds"] = round(time.monotonic() - started, 2)
@@ -327,41 +304,30 @@ def retime_refusal(outcome: Outcome) -> str:
     )
 
 
-def reverify_outcome(
-    outcome: Outcome,
-    *,
-    options: OptimizeOptions,
-    runner: Runner,
-    progress: Progress = lambda _message: None,
-    cancel: threading.Event | None = None,
-) -> Outcome:
+def reverify_outcome(outcome: Outcome, *, options: OptimizeOptions, session: WorkerSession) -> Outcome:
     """Verify the outcome's kernel again, as it is (nothing is generated), with `options.trials` trials on
-    `options.device` and inputs and weights drawn from new seeds. The report keeps the run it repeats; its
-    timing stays only while it still describes the device the kernel was verified on."""
+    `options.device` and inputs and weights drawn from new seeds, in `session` (made for the report's file). The
+    report keeps the run it repeats; its timing stays only while it still describes the device the kernel was
+    verified on."""
     refusal = reverify_refusal(outcome)
     if refusal:
         raise DrtritonError(refusal, "generate a kernel for the target first")
     report = outcome.report
     path = report["file"]
-    python_path = worker_python_path(path)
-    devices = _worker_devices(runner, options, python_path, progress, cancel)
+    devices = _worker_devices(session, options)
     device = resolve_device(options.device, devices, path, options.device_option)
     device_info = describe_device(device, devices)
-    previous = earlier_run(report)
-    progress(f"verifying the same kernel again on {device_info['kind']}, with new inputs")
+    previous = EarlierRun.of(report)
+    session.step(f"verifying the same kernel again on {device_info['kind']}, with new inputs")
     verdict = verify_candidate(
         outcome.task,
         report["kernel"]["source"],
+        session=session,
         device=device,
-        runner=runner,
         trials=options.trials,
         input_shapes=outcome.input_shapes,
-        limits=options.verify_limits,
-        on_progress=progress,
-        cancel=cancel,
-        python_path=python_path,
         tf32=bool(outcome.program and outcome.program.tf32),
-        seed=previous["seed"] + RESEED_STEP,
+        seed=previous.seed + RESEED_STEP,
     )
     timing, timing_note = report["timing"], report["timing_note"]
     if not verdict.verified:
@@ -378,7 +344,7 @@ def reverify_outcome(
         status="verified" if verdict.verified else "failed",
         message="" if verdict.verified else verdict.explanation,
         device=device_info,
-        correctness=correctness_of(verdict, previous),
+        correctness=Correctness(verdict, previous).to_json(),
         timing=timing,
         timing_note=timing_note,
         versions=devices["versions"],
@@ -386,16 +352,10 @@ def reverify_outcome(
     return dataclasses.replace(outcome, report=revised)
 
 
-def retime_outcome(
-    outcome: Outcome,
-    *,
-    options: OptimizeOptions,
-    runner: Runner,
-    progress: Progress = lambda _message: None,
-    cancel: threading.Event | None = None,
-) -> Outcome:
+def retime_outcome(outcome: Outcome, *, options: OptimizeOptions, session: WorkerSession) -> Outcome:
     """Time the outcome's verified kernel again against eager PyTorch and torch.compile on the GPU, from its
-    stored source (nothing is generated). Refuses without a GPU, and a kernel verified on another device."""
+    stored source (nothing is generated), in `session` (made for the report's file). Refuses without a GPU, and a
+    kernel verified on another device."""
     refusal = retime_refusal(outcome)
     if refusal:
         raise DrtritonError(refusal, "a kernel is timed only once it is verified on the device it runs on")
@@ -407,8 +367,7 @@ def retime_outcome(
             f"no speed measured: {option.reads('cpu')}; {option.to_choose('cuda')} on a machine with a GPU", why_no_speed
         )
     path = report["file"]
-    python_path = worker_python_path(path)
-    devices = _worker_devices(runner, options, python_path, progress, cancel)
+    devices = _worker_devices(session, options)
     device = resolve_device(options.device, devices, path, option)
     if device == "cpu":
         raise DrtritonError(f"no speed measured: no GPU here; {option.to_choose('cuda')} on a machine with a GPU", why_no_speed)
@@ -420,15 +379,11 @@ def retime_outcome(
             "verify it there first, then benchmark it",
             "a kernel is timed only on the device it was verified on",
         )
-    progress(f"benchmarking the same kernel again: eager, torch.compile and Triton on {device_info['name']}")
-    measured = _call(
-        runner,
+    session.step(f"benchmarking the same kernel again: eager, torch.compile and Triton on {device_info['name']}")
+    measured = session.run(
         "benchmark",
         benchmark_params(outcome.task, report["kernel"]["source"], options),
-        options.benchmark_limits,
-        python_path,
-        progress,
-        cancel,
+        limits=session.limits.benchmark,
         env=worker_environment(device),
     )
     timing = measured["timing"]
@@ -452,12 +407,12 @@ def _no_kernel_to(action: str, outcome: Outcome) -> str:
     return ""
 
 
-def _worker_devices(runner, options, python_path, progress, cancel) -> dict[str, Any]:
+def _worker_devices(session: WorkerSession, options: OptimizeOptions) -> dict[str, Any]:
     """The devices a worker sees; meanwhile, the worker of the job that follows (on the likely device) starts."""
-    progress("checking the worker's devices")
-    return _call(
-        runner, "capabilities", {}, options.capabilities_limits, python_path, progress, cancel,
-        prepare_next=worker_environment(likely_device(options.device, runner.host is not None)),
+    session.step("checking the worker's devices")
+    return session.run(
+        "capabilities", {}, limits=session.limits.capabilities,
+        prepare_next=worker_environment(likely_device(options.device, session.runner.host is not None)),
     )
 
 
@@ -475,7 +430,7 @@ class _Trial:
 
 
 def _verify_and_time(
-    task, graph, program, guards, device, device_info, options, runner, python_path, progress, cancel,
+    task, graph, program, guards, device, device_info, options: OptimizeOptions, session: WorkerSession,
     clock: StageClock, stage_prefix: str = "",
 ) -> _Trial:
     # the candidate is the task with its target written back as the user's file will be: what is verified
@@ -483,19 +438,15 @@ def _verify_and_time(
     target = "Model" if task.kind == "module" else task.name
     candidate = verification_candidate(task.source, target, program, candidate_header(task, program), guards)
     benchmark_follows = device != "cpu" and options.benchmark  # when the candidate is verified
-    progress(f"verifying on {device_info['kind']}")
+    session.step(f"verifying on {device_info['kind']}")
     with clock.stage(f"{stage_prefix}verify"):
         verdict = verify_candidate(
             task,
             candidate,
+            session=session,
             device=device,
-            runner=runner,
             trials=options.trials,
             input_shapes=user_input_shapes(graph),
-            limits=options.verify_limits,
-            on_progress=progress,
-            cancel=cancel,
-            python_path=python_path,
             tf32=program.tf32,
             prepare_next=worker_environment(device) if benchmark_follows else None,
         )
@@ -508,18 +459,18 @@ def _verify_and_time(
     elif not options.benchmark:
         timing_note = "not timed: verification only was asked for"
     else:
-        progress("benchmarking eager, torch.compile and Triton on the GPU")
+        session.step("benchmarking eager, torch.compile and Triton on the GPU")
         with clock.stage(f"{stage_prefix}benchmark"):
-            measured = _call(
-                runner, "benchmark", benchmark_params(task, candidate, options), options.benchmark_limits,
-                python_path, progress, cancel, env=worker_environment(device),
+            measured = session.run(
+                "benchmark", benchmark_params(task, candidate, options), limits=session.limits.benchmark,
+                env=worker_environment(device),
             )
         timing, timing_note = measured["timing"], measured["reason"]
     return _Trial(program, candidate, verdict, timing, timing_note, verified_at)
 
 
 def _search(
-    task, graph, program, guards, default, device, device_info, options, runner, python_path, progress, cancel,
+    task, graph, program, guards, default, device, device_info, options: OptimizeOptions, session: WorkerSession,
     search, versions, target_name, forward_params, clock: StageClock,
 ) -> _Trial:
     """Search the schedule (GPU only: choosing needs timings), then keep whichever whole program,
@@ -533,18 +484,15 @@ def _search(
     key = cache.key(task.source, graph, environment, options.search_budget)
     result = cache.load(key)
     if result is None:
-        measurer = WorkerMeasurer(
-            runner=runner, device=device, trials=options.trials, verify_limits=options.verify_limits,
-            timing_limits=options.benchmark_limits, parallel=options.search_parallel, python_path=python_path,
-        )
+        measurer = WorkerMeasurer(session, device=device, trials=options.trials, parallel=options.search_parallel)
         with clock.stage("search"):
             result = search_schedule(
                 graph, parse_schedule(program.schedule), name=snake_case(target_name), measure=measurer,
-                budget=options.search_budget, progress=progress, cancel=cancel,
+                budget=options.search_budget, progress=session.step, cancel=session.cancel,
             )
         cache.store(key, result)
     else:
-        progress("search result found in the cache")
+        session.step("search result found in the cache")
     search.update(
         candidates=search["candidates"] + result.candidates,
         verified=search["verified"] + result.verified,
@@ -555,16 +503,15 @@ def _search(
             for fragment in result.fragments
         ],
     )
-    if result.schedule == program.schedule or (cancel is not None and cancel.is_set()):
+    if result.schedule == program.schedule or session.cancelled():
         search["kept"] = "default"
         return default
     searched_program = compile_graph(
         graph, prefix=snake_case(target_name), forward_params=forward_params, has_self=True, schedule=result.schedule
     )
-    progress("verifying and timing the searched schedule end to end")
+    session.step("verifying and timing the searched schedule end to end")
     searched = _verify_and_time(
-        task, graph, searched_program, guards, device, device_info, options, runner, python_path, progress, cancel,
-        clock, stage_prefix="searched ",
+        task, graph, searched_program, guards, device, device_info, options, session, clock, stage_prefix="searched "
     )
     search["verified"] += int(searched.verdict.verified)
     search["default_ms"] = default.timing["triton_ms"] if default.timing else None
@@ -580,26 +527,25 @@ def _search(
 
 
 def _model_search(
-    task, graph, guards, compiler, device, options, runner, python_path, progress, cancel, search, prefix,
+    task, graph, guards, compiler, device, options: OptimizeOptions, session: WorkerSession, search, prefix,
     forward_params,
 ) -> _Trial | None:
     """The model's answers beside the compiler's result `compiler` (None: the compiler generated nothing), through
     the same verifier and benchmark; returns the winner's trial. Updates the report's `search` entry in place."""
     search["backend"] = f"{search['backend']}+model"
     try:
-        backend = open_backend(options.model, runner)
+        backend = open_backend(options.model, session.runner)
     except ModelUnavailable as unavailable:
         search["model"] = {"backend": options.model.backend, "problem": unavailable.message, "stopped": "unavailable"}
-        progress(f"model: {unavailable.message}; going on with the compiler's candidates")
+        session.step(f"model: {unavailable.message}; going on with the compiler's candidates")
         return compiler
     compiler_verified = compiler is not None and compiler.verdict.verified
     measurer = WorkerModelMeasurer(
-        task, runner=runner, device=device, trials=options.trials, input_shapes=user_input_shapes(graph),
-        verify_limits=options.verify_limits, timing_limits=options.benchmark_limits, parallel=options.search_parallel,
-        python_path=python_path, cancel=cancel, compiler_candidate=compiler.candidate if compiler_verified else None,
+        task, session, device=device, trials=options.trials, input_shapes=user_input_shapes(graph),
+        parallel=options.search_parallel, compiler_candidate=compiler.candidate if compiler_verified else None,
     )
     builder = CandidateBuilder(task, graph, guards, prefix, forward_params)
-    result = run_model_search(backend, options.model, builder, measurer, progress=progress, cancel=cancel)
+    result = run_model_search(backend, options.model, builder, measurer, progress=session.step, cancel=session.cancel)
     search["model"] = result.summary()
     search["candidates"] += len(result.candidates)
     search["verified"] += result.verified
@@ -611,13 +557,13 @@ def _model_search(
         return compiler  # untimed (no GPU) or not faster: the compiler's verified kernel stays
     search["winner"] = best.origin.to_json()
     search["winner_ms"], search["compiler_ms"] = best.ms, measurer.compiler_ms
-    progress(f"the winner is {best.origin.describe()}")
+    session.step(f"the winner is {best.origin.describe()}")
     timing, timing_note = None, INTERPRETER_NOTE
     if device != "cpu" and options.benchmark:
-        progress("benchmarking the model's kernel: eager, torch.compile and Triton on the GPU")
-        measured = _call(
-            runner, "benchmark", benchmark_params(task, best.source, options), options.benchmark_limits, python_path,
-            progress, cancel, env=worker_environment(device),
+        session.step("benchmarking the model's kernel: eager, torch.compile and Triton on the GPU")
+        measured = session.run(
+            "benchmark", benchmark_params(task, best.source, options), limits=session.limits.benchmark,
+            env=worker_environment(device),
         )
         timing, timing_note = measured["timing"], measured["reason"]
     elif device != "cpu":
@@ -694,20 +640,3 @@ def snake_case(name: str) -> str:
         out.append(char.lower())
     return "".join(out).strip("_")
 
-
-def _call(
-    runner, method, params, limits, python_path, progress, cancel, env=None, prepare_next=None, prepare_next_for=None
-) -> Any:
-    try:
-        return runner.call(
-            method, params, limits=limits, env=env, python_path=python_path, on_progress=progress, cancel=cancel,
-            prepare_next=prepare_next, prepare_next_for=prepare_next_for,
-        )
-    except JobFailure as failure:
-        if failure.reason == "cancelled":
-            raise Cancelled() from failure
-        raise DrtritonError(
-            f"the {method} worker failed: {failure.detail}",
-            (failure.hint or "the worker's last output is below; this is the user's module or an environment problem")
-            + (f"\n{failure.stderr_tail}" if failure.stderr_tail else ""),
-        ) from failure

@@ -10,11 +10,133 @@ from __future__ import annotations
 
 import datetime
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from drtriton_lsp.engine.verify import Verdict
 
 SCHEMA = "drtriton.report/1"
+
+
+@dataclass(frozen=True)
+class KernelSection:
+    """The report's `kernel`: the candidate's module source (what was verified and timed) and the schedule script it
+    was decoded from (None: no candidate, or a module a model wrote)."""
+
+    source: str | None
+    schedule: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "schedule": self.schedule}
+
+
+@dataclass(frozen=True)
+class EarlierRun:
+    """The verification a re-verification repeats, as the report's `correctness.previous_run` keeps it."""
+
+    status: str
+    trials: int | None
+    passed: int | None
+    seed: int
+    device: dict[str, str]
+    created: str
+
+    @classmethod
+    def of(cls, report: dict[str, Any]) -> EarlierRun:
+        correctness = report["correctness"] or {}
+        return cls(
+            status=report["status"],
+            trials=correctness.get("trials"),
+            passed=correctness.get("passed"),
+            seed=correctness.get("seed", 0),
+            device=report["device"],
+            created=report["created"],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "trials": self.trials,
+            "passed": self.passed,
+            "seed": self.seed,
+            "device": self.device,
+            "created": self.created,
+        }
+
+
+@dataclass(frozen=True)
+class Correctness:
+    """The report's `correctness`: what the verifier's verdict established (see Verdict), and the verification this
+    one repeats (None: the first)."""
+
+    verdict: Verdict
+    previous_run: EarlierRun | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        verdict = self.verdict
+        return {
+            "trials": verdict.trials,
+            "passed": verdict.passed,
+            "max_abs_err": verdict.max_abs_err,
+            "max_rel_err": verdict.max_rel_err,
+            "tolerance": verdict.tolerance,
+            "shapes": verdict.shapes,
+            "interpreter": verdict.interpreter,
+            "reason": verdict.reason,
+            "detail": verdict.detail,
+            "checks": verdict.checks,
+            "seed": verdict.seed,
+            "seconds": verdict.seconds,
+            "previous_run": self.previous_run.to_json() if self.previous_run else None,
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    """One `drtriton.report/1` report, serialised once by `to_json` (the contract: its keys and their order).
+
+    status: verified | failed | no_candidate | applied | error; `message` says why when not verified.
+    timing, search, device, versions: the worker's and the pipeline's JSON, as they are.
+    specialization: {guards: [{kind, name, ..., text}], runtime_args: [...]}: the values the kernels were
+    generated for, each checked by the written dispatch at every call (any other value runs the original),
+    and the scalars passed to the kernels at run time instead; None when nothing was captured.
+    """
+
+    file: str | None
+    target: str
+    status: str
+    device: dict[str, str]
+    correctness: Correctness | None
+    timing: dict[str, Any] | None
+    timing_note: str
+    search: dict[str, Any]
+    kernel: KernelSection
+    replaced_ops: list[str]
+    kept_ops: list[str]
+    message: str = ""
+    specialization: dict[str, Any] | None = None
+    versions: dict[str, str] | None = None
+    created: str = field(default_factory=lambda: _now())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "file": self.file,
+            "target": self.target,
+            "status": self.status,
+            "message": self.message,
+            "device": self.device,
+            "correctness": self.correctness.to_json() if self.correctness else None,
+            "timing": self.timing,
+            "timing_note": self.timing_note,
+            "search": self.search,
+            "kernel": self.kernel.to_json(),
+            "replaced_ops": self.replaced_ops,
+            "kept_ops": self.kept_ops,
+            "specialization": self.specialization,
+            "versions": self.versions or {},
+            "created": self.created,
+        }
 
 
 def build_report(
@@ -35,62 +157,23 @@ def build_report(
     versions: dict[str, str] | None = None,
     specialization: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """status: verified | failed | no_candidate | error; `message` says why when not verified.
-
-    specialization: {guards: [{kind, name, ..., text}], runtime_args: [...]}: the values the kernels were
-    generated for, each checked by the written dispatch at every call (any other value runs the original),
-    and the scalars passed to the kernels at run time instead; None when nothing was captured.
-    """
-    return {
-        "schema": SCHEMA,
-        "file": file,
-        "target": target,
-        "status": status,
-        "message": message,
-        "device": device,
-        "correctness": correctness_of(verdict) if verdict is not None else None,
-        "timing": timing,
-        "timing_note": timing_note,
-        "search": search,
-        "kernel": {"source": kernel_source, "schedule": schedule},
-        "replaced_ops": replaced_ops,
-        "kept_ops": kept_ops,
-        "specialization": specialization,
-        "versions": versions or {},
-        "created": _now(),
-    }
-
-
-def correctness_of(verdict: Verdict, previous_run: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The report's `correctness` entry; previous_run: the verification this one repeats (see `earlier_run`)."""
-    return {
-        "trials": verdict.trials,
-        "passed": verdict.passed,
-        "max_abs_err": verdict.max_abs_err,
-        "max_rel_err": verdict.max_rel_err,
-        "tolerance": verdict.tolerance,
-        "shapes": verdict.shapes,
-        "interpreter": verdict.interpreter,
-        "reason": verdict.reason,
-        "detail": verdict.detail,
-        "checks": verdict.checks,
-        "seed": verdict.seed,
-        "seconds": verdict.seconds,
-        "previous_run": previous_run,
-    }
-
-
-def earlier_run(report: dict[str, Any]) -> dict[str, Any]:
-    """What a report's verification was, kept in the report of the verification that repeats it."""
-    correctness = report["correctness"] or {}
-    return {
-        "status": report["status"],
-        "trials": correctness.get("trials"),
-        "passed": correctness.get("passed"),
-        "seed": correctness.get("seed", 0),
-        "device": report["device"],
-        "created": report["created"],
-    }
+    """A new report's JSON, dated now (see Report for the entries)."""
+    return Report(
+        file=file,
+        target=target,
+        status=status,
+        device=device,
+        correctness=Correctness(verdict) if verdict is not None else None,
+        timing=timing,
+        timing_note=timing_note,
+        search=search,
+        kernel=KernelSection(kernel_source, schedule),
+        replaced_ops=replaced_ops,
+        kept_ops=kept_ops,
+        message=message,
+        specialization=specialization,
+        versions=versions,
+    ).to_json()
 
 
 def earlier_timing(report: dict[str, Any]) -> dict[str, Any] | None:

@@ -30,9 +30,10 @@ from drtriton_lsp.compiler.fragments import (
 )
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, parse_schedule, print_schedule
-from drtriton_lsp.engine.verify import Cancelled, user_input_shapes, verify_candidate, worker_environment
+from drtriton_lsp.engine.session import Cancelled, WorkerSession
+from drtriton_lsp.engine.verify import user_input_shapes, verify_candidate, worker_environment
 from drtriton_lsp.errors import DrtritonError
-from drtriton_lsp.runners.runner import JobFailure, Runner
+from drtriton_lsp.runners.runner import JobFailure
 from drtriton_lsp.source.candidate import build_candidate
 from drtriton_lsp.task import Task
 
@@ -340,23 +341,23 @@ class _Hold:
 
 class WorkerMeasurer:
     """Measures fragments with worker processes: verifications in parallel (one worker each),
-    then one timing job for the verified candidates and PyTorch, alone on the GPU."""
+    then one timing job for the verified candidates and PyTorch, alone on the GPU (the session's verify and
+    benchmark limits)."""
 
-    def __init__(self, *, runner: Runner, device: str, trials: int, verify_limits, timing_limits, parallel: int,
-                 python_path: list[str] | None = None):
-        self.runner, self.device, self.trials = runner, device, trials
-        self.verify_limits, self.timing_limits = verify_limits, timing_limits
-        self.parallel, self.python_path = max(1, parallel), python_path
+    def __init__(self, session: WorkerSession, *, device: str, trials: int, parallel: int):
+        self.session, self.device, self.trials = session, device, trials
+        self.parallel = max(1, parallel)
         self.gpu = GpuLock()
 
     def __call__(self, task: Task, fragment: OpGraph, candidates: list[str], stop: threading.Event):
+        session = self.session.side_jobs(stop)
+
         def verify_one(source: str):
             with self.gpu.shared():
                 # each verification starts the next one's worker (or the timing job's: the same environment on a GPU)
                 verdict = verify_candidate(
-                    task, source, device=self.device, runner=self.runner, trials=self.trials,
-                    input_shapes=user_input_shapes(fragment), limits=self.verify_limits,
-                    cancel=stop, python_path=self.python_path, prepare_next=worker_environment(self.device),
+                    task, source, session=session, device=self.device, trials=self.trials,
+                    input_shapes=user_input_shapes(fragment), prepare_next=worker_environment(self.device),
                 )
             return verdict.verified, "" if verdict.verified else verdict.explanation
 
@@ -367,13 +368,11 @@ class WorkerMeasurer:
             return None, [(ok, reason, None) for ok, reason in verdicts]
         with self.gpu.exclusive():
             try:
-                timing = self.runner.call(
+                timing = session.call(
                     "time_candidates",
                     {"task": task.to_json(), "candidates": verified_sources},
-                    limits=self.timing_limits,
+                    limits=session.limits.benchmark,
                     env={"TRITON_INTERPRET": None},
-                    python_path=self.python_path,
-                    cancel=stop,
                 )
             except JobFailure as failure:
                 if failure.reason == "cancelled":

@@ -7,14 +7,14 @@ the verdict: the candidate is rejected with that name.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.candidate_policy import policy_violation
+from drtriton_lsp.engine.session import Cancelled, WorkerSession
 from drtriton_lsp.errors import DrtritonError
-from drtriton_lsp.runners.runner import JobFailure, JobLimits, Runner
+from drtriton_lsp.runners.runner import JobFailure
 from drtriton_lsp.task import Task
 
 # Every reason a candidate can be rejected for, with the sentence a report shows.
@@ -47,10 +47,6 @@ REJECTION_REASONS = {
     "worker_error": "the worker failed before judging the candidate",
     "reference_failed": "the task's own Model raised on the inputs get_inputs() draws",
 }
-
-
-class Cancelled(Exception):
-    """The user cancelled the job; nothing was judged."""
 
 
 @dataclass
@@ -95,20 +91,17 @@ def verify_candidate(
     task: Task,
     candidate_source: str,
     *,
+    session: WorkerSession,
     device: str,
-    runner: Runner,
     trials: int = 5,
     input_shapes: dict[str, Any] | None = None,
-    limits: JobLimits | None = None,
-    on_progress: Callable[[str], None] | None = None,
-    cancel: threading.Event | None = None,
-    python_path: list[str] | None = None,
     tf32: bool = False,
     seed: int = 0,
     prepare_next: dict[str, str | None] | None = None,
     prepare_next_for: str = "benchmark",
 ) -> Verdict:
-    """Judge `candidate_source` against `task` on `device` ("cpu" runs Triton's interpreter).
+    """Judge `candidate_source` against `task` on `device` ("cpu" runs Triton's interpreter), in a worker of
+    `session` under its verify limits.
 
     tf32: the candidate computes float32 matmuls in TF32 by request; float32 outputs then get TF32's tolerance.
     seed: the base of every random draw in the worker; verifying again with another base tries other inputs.
@@ -131,14 +124,11 @@ def verify_candidate(
     if input_shapes is not None:
         params["input_shapes"] = input_shapes
     try:
-        result = runner.call(
+        result = session.call(
             "verify",
             params,
-            limits=limits or JobLimits(),
+            limits=session.limits.verify,
             env=worker_environment(device),
-            python_path=python_path,
-            on_progress=on_progress,
-            cancel=cancel,
             prepare_next=prepare_next,
             prepare_next_for=prepare_next_for,
         )

@@ -23,6 +23,9 @@ SET_LIMITS = "limits"
 WORKER_EXIT = "worker_exit"
 # Set by the remote worker's host for its worker: the host's name, which the worker adds to the devices it describes.
 REMOTE_HOST_VARIABLE = "DRTRITON_REMOTE_HOST"
+# Set by a caller for the workers that share one GPU (bench's side-by-side problems, training's judges): the lock file
+# worker/gpu_lock.py takes, so verifications run together and each timing alone.
+GPU_LOCK_VARIABLE = "DRTRITON_GPU_LOCK"
 
 
 def request(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,8 @@ from lsprotocol import types
 
 from drtriton_lsp.engine.devices import likely_device
 from drtriton_lsp.engine.report import one_line
-from drtriton_lsp.engine.verify import Cancelled, worker_environment
+from drtriton_lsp.engine.session import Cancelled, WorkerSession
+from drtriton_lsp.engine.verify import worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.choice import runner_for
 from drtriton_lsp.runners.local import worker_python_path
@@ -29,7 +30,7 @@ from drtriton_lsp.server.results import TargetResult
 from drtriton_lsp.server.settings import DEVICE_SETTING, Settings
 
 if TYPE_CHECKING:
-    from drtriton_lsp.engine.pipeline import OptimizeOptions, Outcome, Progress
+    from drtriton_lsp.engine.pipeline import OptimizeOptions, Outcome
     from drtriton_lsp.server.language_server import DrtritonLanguageServer
 
 logger = logging.getLogger(__name__)
@@ -82,10 +83,11 @@ class JobInput:
 
 @dataclass(frozen=True)
 class JobKind:
-    """What a kind of job does in its thread: the engine call, and the step it shows first."""
+    """What a kind of job does in its thread: the engine call (in the job's worker session), and the step it shows
+    first."""
 
     first_step: str
-    run: Callable[[Job, JobInput, Progress, Runner], Outcome]
+    run: Callable[[Job, JobInput, WorkerSession], Outcome]
 
 
 def _engine_options(settings: Settings) -> OptimizeOptions:
@@ -96,33 +98,24 @@ def _engine_options(settings: Settings) -> OptimizeOptions:
     )
 
 
-def _generate(job: Job, job_input: JobInput, progress: Progress, runner: Runner) -> Outcome:
+def _generate(job: Job, job_input: JobInput, session: WorkerSession) -> Outcome:
     # The pipeline imports torch (through the compiler): paid by the first job, not at start-up.
     from drtriton_lsp.engine.pipeline import optimize_target
 
-    return optimize_target(
-        job_input.text,
-        job_input.path,
-        job.target_name,
-        options=_engine_options(job_input.settings),
-        runner=runner,
-        progress=progress,
-        cancel=job.cancel,
-    )
+    options = _engine_options(job_input.settings)
+    return optimize_target(job_input.text, job_input.path, job.target_name, options=options, session=session)
 
 
-def _verify(job: Job, job_input: JobInput, progress: Progress, runner: Runner) -> Outcome:
+def _verify(job: Job, job_input: JobInput, session: WorkerSession) -> Outcome:
     from drtriton_lsp.engine.pipeline import reverify_outcome
 
-    options = _engine_options(job_input.settings)
-    return reverify_outcome(job_input.outcome, options=options, runner=runner, progress=progress, cancel=job.cancel)
+    return reverify_outcome(job_input.outcome, options=_engine_options(job_input.settings), session=session)
 
 
-def _benchmark(job: Job, job_input: JobInput, progress: Progress, runner: Runner) -> Outcome:
+def _benchmark(job: Job, job_input: JobInput, session: WorkerSession) -> Outcome:
     from drtriton_lsp.engine.pipeline import retime_outcome
 
-    options = _engine_options(job_input.settings)
-    return retime_outcome(job_input.outcome, options=options, runner=runner, progress=progress, cancel=job.cancel)
+    return retime_outcome(job_input.outcome, options=_engine_options(job_input.settings), session=session)
 
 
 JOB_KINDS = {
@@ -269,9 +262,13 @@ class JobManager:
                 # Each job owns its runner; closing it kills a worker started ahead for a step that did not come.
                 with runner_for(job_input.settings.remote, job_input.settings.remotePython) as runner:
                     runner.take_spare_from(self._warm_runner)
-                    outcome = JOB_KINDS[job.kind].run(
-                        job, job_input, lambda step: self.server.call_from_thread(self._report, job, step), runner
+                    session = WorkerSession.for_file(
+                        runner,
+                        job_input.path,
+                        progress=lambda step: self.server.call_from_thread(self._report, job, step),
+                        cancel=job.cancel,
                     )
+                    outcome = JOB_KINDS[job.kind].run(job, job_input, session)
             finally:
                 self._engine_slots.release()
                 self._warm(job_input.path)  # in this thread: started before the editor hears the job ended

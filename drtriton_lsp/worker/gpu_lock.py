@@ -9,7 +9,7 @@ import contextlib
 import os
 from typing import Iterator
 
-GPU_LOCK_VARIABLE = "DRTRITON_GPU_LOCK"
+from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from drtriton_lsp.engine.session import WorkerSession
 from drtriton_lsp.engine.verify import verify_candidate
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.task import Task
@@ -193,8 +194,8 @@ HANG_LIMIT_S = 60.0
 
 
 def verify(candidate: Candidate, device: str = "cpu"):
-    return verify_candidate(candidate.task_object(), candidate.source(), device=device, runner=LocalRunner(),
-                            trials=candidate.trials)
+    return verify_candidate(candidate.task_object(), candidate.source(), session=WorkerSession(LocalRunner()),
+                            device=device, trials=candidate.trials)
 
 
 def cases(cheats: list[Candidate]) -> list:

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from drtriton_lsp.engine.session import WorkerLimits, WorkerSession
 from drtriton_lsp.engine.verify import verify_candidate
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
 from drtriton_lsp.task import Task
@@ -24,10 +25,11 @@ def verify_on_gpu(name: str, timeout_s: float = 300):
     return verify_candidate(
         TASK,
         (VERIFY_FIXTURES / f"{name}.py").read_text(),
+        session=WorkerSession(
+            LocalRunner(), limits=WorkerLimits(verify=JobLimits(timeout_s=timeout_s, memory_bytes=16 * 1024**3))
+        ),
         device="cuda",
-        runner=LocalRunner(),
         trials=3,
-        limits=JobLimits(timeout_s=timeout_s, memory_bytes=16 * 1024**3),
     )
 
 

@@ -20,6 +20,7 @@ from drtriton_lsp.engine.pipeline import (
     reverify_outcome,
 )
 from drtriton_lsp.engine.report import build_report, one_line, to_markdown, worth_writing_back
+from drtriton_lsp.engine.session import WorkerSession
 from drtriton_lsp.engine.verify import Verdict
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import LocalRunner
@@ -65,6 +66,11 @@ def stored_outcome(candidate: str = "good", *, status: str = "verified", device=
     return Outcome(report, task=TASK)
 
 
+def session_for(runner) -> WorkerSession:
+    """The session a job on the stored outcome's file runs its workers in."""
+    return WorkerSession.for_file(runner, str(VERIFY_FIXTURES / "task_scale_relu.py"))
+
+
 class RecordingRunner(LocalRunner):
     """A real local runner that remembers which worker methods were called, with what."""
 
@@ -106,7 +112,7 @@ def test_reverify_judges_the_stored_source_again_with_new_seeds_and_the_trials_a
     outcome = stored_outcome()
     runner = RecordingRunner()
 
-    again = reverify_outcome(outcome, options=OptimizeOptions(device="cpu", trials=3), runner=runner)
+    again = reverify_outcome(outcome, options=OptimizeOptions(device="cpu", trials=3), session=session_for(runner))
 
     assert [method for method, _ in runner.calls] == ["capabilities", "verify"]
     verify_params = runner.calls[1][1]
@@ -125,7 +131,7 @@ def test_reverify_judges_the_stored_source_again_with_new_seeds_and_the_trials_a
     assert "| re-verified | with new inputs (seed base 10000); before: verified, 2/2 trials, seed base 0," in to_markdown(report)
     assert outcome.report["correctness"]["previous_run"] is None  # the stored outcome itself is left as it was
 
-    third = reverify_outcome(again, options=OptimizeOptions(device="cpu", trials=1), runner=LocalRunner())
+    third = reverify_outcome(again, options=OptimizeOptions(device="cpu", trials=1), session=session_for(LocalRunner()))
     assert third.report["correctness"]["seed"] == 2 * RESEED_STEP
 
 
@@ -133,7 +139,7 @@ def test_reverify_judges_the_stored_source_again_with_new_seeds_and_the_trials_a
 def test_reverify_of_a_wrong_kernel_fails_it_and_drops_its_timing():
     outcome = stored_outcome("wrong_result", device=CPU)
 
-    again = reverify_outcome(outcome, options=OptimizeOptions(device="cpu", trials=2), runner=LocalRunner())
+    again = reverify_outcome(outcome, options=OptimizeOptions(device="cpu", trials=2), session=session_for(LocalRunner()))
 
     assert again.report["status"] == "failed"
     assert again.report["message"].startswith("the results differ from the reference")
@@ -147,7 +153,7 @@ def test_reverify_refuses_an_outcome_without_a_kernel_before_starting_any_worker
     outcome.report["kernel"]["source"] = None
     runner = StandInRunner()
     with pytest.raises(DrtritonError, match="nothing was generated for it .* no kernel to verify"):
-        reverify_outcome(outcome, options=OptimizeOptions(device="cpu"), runner=runner)
+        reverify_outcome(outcome, options=OptimizeOptions(device="cpu"), session=session_for(runner))
     assert runner.calls == []
 
 
@@ -155,7 +161,7 @@ def test_retime_times_the_stored_source_on_the_gpu_it_was_verified_on_and_keeps_
     outcome = stored_outcome(device=GPU, timing=TIMING)
     runner = StandInRunner()
 
-    again = retime_outcome(outcome, options=OptimizeOptions(device="auto"), runner=runner)
+    again = retime_outcome(outcome, options=OptimizeOptions(device="auto"), session=session_for(runner))
 
     assert [method for method, _ in runner.calls] == ["capabilities", "benchmark"]
     assert runner.calls[1][1] == {
@@ -182,7 +188,7 @@ def test_retime_without_a_gpu_refuses_naming_the_device_option(device, option, m
     options = OptimizeOptions(device=device) if option is None else OptimizeOptions(device=device, device_option=option)
     runner = StandInRunner(cuda=False)
     with pytest.raises(DrtritonError) as refusal:
-        retime_outcome(stored_outcome(device=CPU), options=options, runner=runner)
+        retime_outcome(stored_outcome(device=CPU), options=options, session=session_for(runner))
     assert refusal.value.message == message
     assert "benchmark" not in [method for method, _ in runner.calls]
 
@@ -190,10 +196,10 @@ def test_retime_without_a_gpu_refuses_naming_the_device_option(device, option, m
 def test_retime_refuses_a_kernel_that_is_not_verified_or_was_verified_on_another_device():
     runner = StandInRunner()
     with pytest.raises(DrtritonError, match="its kernel is not verified .*; verify it first"):
-        retime_outcome(stored_outcome("wrong_result", status="failed"), options=OptimizeOptions(), runner=runner)
+        retime_outcome(stored_outcome("wrong_result", status="failed"), options=OptimizeOptions(), session=session_for(runner))
     assert runner.calls == []
     with pytest.raises(DrtritonError, match=r"verified on AMD EPYC \(cpu-interpreter\), not on NVIDIA H200; verify it there first"):
-        retime_outcome(stored_outcome(device=CPU), options=OptimizeOptions(), runner=runner)
+        retime_outcome(stored_outcome(device=CPU), options=OptimizeOptions(), session=session_for(runner))
     assert [method for method, _ in runner.calls] == ["capabilities"]
 
 

@@ -29,7 +29,7 @@ from drtriton_lsp.engine.search import (
     choose,
     search_schedule,
 )
-from drtriton_lsp.engine.verify import Cancelled
+from drtriton_lsp.engine.session import Cancelled, WorkerLimits, WorkerSession
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
 from drtriton_lsp.task import Task, load_module_from_source
@@ -302,10 +302,8 @@ class FirstFragment:
 
         self.fragment = fragment_graph(graph, kernel_lines(graph)[0].nodes)
         self.task = Task(name="fragment", kind="module", source=fragment_task_source(self.fragment, "test"))
-        self.measurer = WorkerMeasurer(
-            runner=LocalRunner(), device="cpu", trials=1, verify_limits=JobLimits(timeout_s=300),
-            timing_limits=JobLimits(timeout_s=300), parallel=2,
-        )
+        limits = WorkerLimits(verify=JobLimits(timeout_s=300), benchmark=JobLimits(timeout_s=300))
+        self.measurer = WorkerMeasurer(WorkerSession(LocalRunner(), limits=limits), device="cpu", trials=1, parallel=2)
         program = compile_graph(self.fragment, prefix="f", forward_params=["x"], has_self=True)
         self.candidate = build_candidate(self.task.source, program, "the compiler's")
 

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from drtriton_lsp.engine.session import WorkerLimits, WorkerSession
 from drtriton_lsp.engine.verify import static_rejection, verify_candidate
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
 from drtriton_lsp.task import Task
@@ -23,10 +24,9 @@ def verify(name: str, limits: JobLimits | None = None, trials: int = 2):
     return verify_candidate(
         TASK,
         (VERIFY_FIXTURES / f"{name}.py").read_text(),
+        session=WorkerSession(LocalRunner(), limits=WorkerLimits(verify=limits or JobLimits())),
         device="cpu",
-        runner=LocalRunner(),
         trials=trials,
-        limits=limits,
     )
 
 
@@ -65,9 +65,9 @@ def test_the_judge_gets_five_trials_by_default_and_the_captured_input_shapes_whe
     task = Task.from_file(VERIFY_FIXTURES / "task_scale_relu.py")
     good = (VERIFY_FIXTURES / "good.py").read_text()
     runner = RecordingRunner()
-    verdict = verify_candidate(task, good, device="cpu", runner=runner)
+    verdict = verify_candidate(task, good, session=WorkerSession(runner), device="cpu")
     shapes = {"inputs": [["s0", 64]], "ranges": {"s0": [2, None]}}
-    verify_candidate(task, good, device="cpu", runner=runner, input_shapes=shapes, trials=2, seed=7)
+    verify_candidate(task, good, session=WorkerSession(runner), device="cpu", input_shapes=shapes, trials=2, seed=7)
 
     (op, first), (_, second) = runner.calls
     assert op == "verify" and first["trials"] == 5 and (verdict.trials, verdict.passed) == (5, 5)
@@ -142,8 +142,8 @@ def test_a_size_the_reference_itself_rejects_is_skipped_not_blamed_on_the_candid
     verdict = verify_candidate(
         Task.from_file(VERIFY_FIXTURES / "task_index_into_output.py"),
         (VERIFY_FIXTURES / "index_into_output.py").read_text(),
+        session=WorkerSession(LocalRunner()),
         device="cpu",
-        runner=LocalRunner(),
         trials=2,
     )
     assert verdict.verified, verdict.explanation
@@ -156,8 +156,8 @@ def test_a_float16_result_three_tolerances_off_is_rejected_and_the_report_states
     verdict = verify_candidate(
         Task.from_file(VERIFY_FIXTURES / "task_scale_float16.py"),
         (VERIFY_FIXTURES / "off_by_three_tolerances.py").read_text(),
+        session=WorkerSession(LocalRunner()),
         device="cpu",
-        runner=LocalRunner(),
         trials=2,
     )
     assert (verdict.verified, verdict.reason) == (False, "wrong_result")

@@ -9,8 +9,9 @@ import signal
 
 import pytest
 
-from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target, worker_python_path
-from drtriton_lsp.runners.local import LocalRunner
+from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target
+from drtriton_lsp.engine.session import WorkerSession
+from drtriton_lsp.runners.local import LocalRunner, worker_python_path
 from tests.conftest import EXAMPLES
 
 EXAMPLE = EXAMPLES / "scaled_activation_chain.py"
@@ -20,7 +21,8 @@ EXAMPLE = EXAMPLES / "scaled_activation_chain.py"
 def test_the_verification_runs_in_the_worker_started_during_the_capture(started_workers):
     with LocalRunner() as runner:
         outcome = optimize_target(
-            EXAMPLE.read_text(), str(EXAMPLE), "ScaledActivation", options=OptimizeOptions(device="cpu", trials=1), runner=runner
+            EXAMPLE.read_text(), str(EXAMPLE), "ScaledActivation", options=OptimizeOptions(device="cpu", trials=1),
+            session=WorkerSession.for_file(runner, str(EXAMPLE)),
         )
     assert outcome.verified
     capture_worker, verification_worker = started_workers  # two steps, two workers: none started in vain
@@ -36,7 +38,8 @@ def test_a_spare_started_for_the_wrong_device_is_killed_and_the_job_still_runs(s
     monkeypatch.setattr("drtriton_lsp.engine.pipeline.likely_device", wrong_guess)
     with LocalRunner() as runner:
         outcome = optimize_target(
-            EXAMPLE.read_text(), str(EXAMPLE), "ScaledActivation", options=OptimizeOptions(device="cpu", trials=1), runner=runner
+            EXAMPLE.read_text(), str(EXAMPLE), "ScaledActivation", options=OptimizeOptions(device="cpu", trials=1),
+            session=WorkerSession.for_file(runner, str(EXAMPLE)),
         )
     assert outcome.verified and outcome.report["device"]["kind"] == "cpu-interpreter"
     capture_worker, wrong_guess, verification_worker = started_workers
@@ -52,7 +55,8 @@ def test_a_worker_started_ahead_for_the_capture_runs_it_in_the_runner_it_is_hand
         warm.prepare(python_path=worker_python_path(str(EXAMPLE)), method="capture", on_start=announced.append)
         runner.take_spare_from(warm)
         outcome = optimize_target(
-            EXAMPLE.read_text(), str(EXAMPLE), "ScaledActivation", options=OptimizeOptions(device="cpu", trials=1), runner=runner
+            EXAMPLE.read_text(), str(EXAMPLE), "ScaledActivation", options=OptimizeOptions(device="cpu", trials=1),
+            session=WorkerSession.for_file(runner, str(EXAMPLE)),
         )
     assert outcome.verified
     ahead, verification_worker = started_workers  # the second prepare kept the live one; the capture started none

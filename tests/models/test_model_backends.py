@@ -20,6 +20,7 @@ from drtriton_lsp import cli
 from drtriton_lsp.bench.suite_report import model_winners_text
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.model_search import CandidateBuilder, WorkerModelMeasurer, run_model_search
+from drtriton_lsp.engine.session import WorkerLimits, WorkerSession
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
 from drtriton_lsp.models.backends import (
@@ -32,7 +33,7 @@ from drtriton_lsp.models.backends import (
 )
 from drtriton_lsp.models.script_grammar import ScriptGrammar, answer_pattern, script_constraint
 from drtriton_lsp.models.settings import ModelSettings, parse_model_settings
-from drtriton_lsp.runners.local import LocalRunner
+from drtriton_lsp.runners.local import JobLimits, LocalRunner
 from drtriton_lsp.source.extract import extract_task
 from drtriton_lsp.task import Task
 
@@ -172,8 +173,8 @@ def test_noise_is_rejected_with_the_parsers_message_and_fed_back_for_a_turn(exam
     with LocalRunner() as runner:
         backend = open_backend(settings, runner)
         measure = WorkerModelMeasurer(
-            example.task, runner=runner, device="cpu", trials=2, input_shapes=None, verify_limits=None,
-            timing_limits=None, parallel=1, python_path=None, cancel=None, compiler_candidate=None,
+            example.task, WorkerSession(runner, limits=WorkerLimits(verify=JobLimits(), benchmark=JobLimits())),
+            device="cpu", trials=2, input_shapes=None, parallel=1, compiler_candidate=None,
         )
         search = run_model_search(backend, settings, example.builder(), measure)
     assert search.stopped == "" and search.verified == 0

@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from drtriton_lsp.engine.session import WorkerSession
 from drtriton_lsp.engine.verify import verify_candidate
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners import protocol
@@ -205,7 +206,7 @@ def test_a_connection_dropped_mid_verification_is_no_verdict_and_leaves_nothing_
 
     def verify() -> None:
         try:
-            verify_candidate(task, spins, device="cpu", runner=remote_runner(remote_ssh), trials=1)
+            verify_candidate(task, spins, session=WorkerSession(remote_runner(remote_ssh)), device="cpu", trials=1)
         except BaseException as error:  # noqa: BLE001 - the test reads what the caller got
             outcome.append(error)
 

@@ -25,8 +25,8 @@ from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
+from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
 from drtriton_lsp.task import Task
-from drtriton_lsp.worker.gpu_lock import GPU_LOCK_VARIABLE
 
 VERIFIED_REWARD = 1.0
 REJECTED_REWARD = 0.0

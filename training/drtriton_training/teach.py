@@ -18,6 +18,7 @@ from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target
 from drtriton_lsp.engine.search import SearchBudget
+from drtriton_lsp.engine.session import WorkerLimits, WorkerSession
 from drtriton_lsp.engine.verify import Verdict, user_input_shapes, verify_candidate, worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
@@ -166,11 +167,10 @@ def verify_module(
     return verify_candidate(
         capture.task,
         module_source,
+        session=WorkerSession(runner, limits=WorkerLimits(verify=options.verify_limits)),
         device=options.device,
-        runner=runner,
         trials=options.trials,
         input_shapes=user_input_shapes(capture.graph),
-        limits=options.verify_limits,
         tf32=tf32,
         prepare_next=NEXT_JOB_ENVIRONMENTS[then](options.device) if then else None,
         prepare_next_for=then or "benchmark",
@@ -255,7 +255,7 @@ def _searched_refinement(program, capture, options, runner, common) -> dict[str,
         device=options.device, trials=options.trials, search=True, search_budget=options.search_budget
     )
     try:
-        outcome = optimize_target(program.source, None, TARGET, options=search_options, runner=runner)
+        outcome = optimize_target(program.source, None, TARGET, options=search_options, session=WorkerSession(runner))
     except DrtritonError:
         return None
     return refinement_example(capture, outcome.report, {**common, "dtype": capture.dtype})
