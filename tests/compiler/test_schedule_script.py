@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from drtriton_lsp.compiler.codegen import compile_graph
-from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, ScheduleError, parse_schedule, print_schedule
+from drtriton_lsp.compiler.errors import ScheduleError
+from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, parse_schedule, print_schedule
 from drtriton_lsp.compiler.templates import TEMPLATES
 from drtriton_lsp.worker.capture import capture_graph
 

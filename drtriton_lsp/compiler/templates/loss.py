@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from drtriton_lsp.compiler.elementwise import FUSIBLE_DTYPES, TRITON_DTYPES, bind_arguments, float_literal
+from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode
 from drtriton_lsp.compiler.partition import group_inputs
 from drtriton_lsp.compiler.templates.base import (
@@ -476,8 +477,6 @@ class _LossSource:
         self.epilogue_values = [value for value in group_inputs(self.nodes, plan.epilogue) if value != plan.anchor]
         for value in self.epilogue_values:
             if value in plan.prologue:
-                from drtriton_lsp.compiler.script import ScheduleError  # script imports the templates
-
                 raise ScheduleError(
                     f"kernel loss: epilogue reads {value}, which the prologue computes per element",
                     "compute that value in its own kernel",

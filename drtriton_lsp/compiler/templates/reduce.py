@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Sequence
 
 from drtriton_lsp.compiler.elementwise import FUSIBLE_DTYPES, TRITON_DTYPES, bind_arguments
+from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.partition import group_inputs
@@ -806,8 +807,6 @@ class _ReduceKernel(_KernelWriter):
         self.result_dtypes = [output.dtype for output in self.anchor.outputs]
         for value in self.outside:
             if value in plan.prologue:
-                from drtriton_lsp.compiler.script import ScheduleError  # script imports the templates
-
                 raise ScheduleError(
                     f"kernel reduce: epilogue op reads {value}, which the prologue computes per element",
                     "compute that value in a kernel of its own",
