@@ -452,10 +452,10 @@ class LossTemplate(Template):
         return {"reduction": strategy, "block": rows, "columns": width, "warps": min(8, max(1, rows * width // 512))}
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
-        return _LossSource(plan, context).render()
+        return LossKernel(plan, context).render()
 
 
-class _LossSource:
+class LossKernel:
     """Source of one loss kernel (two with partial sums) and its launch wrapper."""
 
     def __init__(self, plan: KernelPlan, context: RenderContext):

@@ -197,10 +197,10 @@ class PoolTemplate(Template):
         return {"strategy": "tiled", "block": max(1, 4096 // width), "window": width, "warps": 4}
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
-        return _PoolSource(plan, context).render()
+        return PoolKernel(plan, context).render()
 
 
-class _PoolSource:
+class PoolKernel:
     """Source of one pool kernel and its launch wrapper."""
 
     def __init__(self, plan: KernelPlan, context: RenderContext):

@@ -133,7 +133,7 @@ def _tiling(graph: OpGraph, domain: tuple[Dim, ...], dims: tuple[int, ...], *, m
     return parameters | ({"splits": splits} if may_split else {})
 
 
-class _KernelWriter(KernelWriter):
+class AnchoredKernelWriter(KernelWriter):
     """What the reduce and scan kernels add: their anchor, and the split of reads into the prologue's
     (input domain) and the epilogue's (output domain)."""
 
@@ -248,10 +248,10 @@ class ReduceTemplate(Template):
         return _tiling(graph, graph.spec_of(reduction.source).shape, reduction.dims, may_split=True)
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
-        return _ReduceKernel(plan, context).source()
+        return ReduceKernel(plan, context).source()
 
 
-class _ReduceKernel(_KernelWriter):
+class ReduceKernel(AnchoredKernelWriter):
     """One reduce kernel and its wrapper, written top to bottom."""
 
     fixed_names = (
@@ -645,10 +645,10 @@ class ScanTemplate(Template):
         return _tiling(graph, graph.spec_of(scan.source).shape, (scan.dim,), may_split=False)
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
-        return _ScanKernel(plan, context).source()
+        return ScanKernel(plan, context).source()
 
 
-class _ScanKernel(_KernelWriter):
+class ScanKernel(AnchoredKernelWriter):
     """One scan kernel and its wrapper; prologue, scan and epilogue share the input's domain."""
 
     fixed_names = (

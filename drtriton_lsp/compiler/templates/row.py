@@ -197,10 +197,10 @@ class RowTemplate(Template):
         return near + [{**defaults, "strategy": strategy} for strategy in strategies] + far
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
-        return _RowKernel(plan, context).source()
+        return RowKernel(plan, context).source()
 
 
-class _RowKernel(KernelWriter):
+class RowKernel(KernelWriter):
     """One row kernel and its wrapper. Per-row values are [ROWS, 1] columns, so they broadcast across
     each row's [ROWS, BLOCK] tile as PyTorch broadcasts a keepdim reduction."""
 
