@@ -13,11 +13,17 @@ from typing import Iterator
 import psutil
 import pytest
 
+from drtriton_lsp.compiler import aten_schemas
+from drtriton_lsp.worker.op_schemas import read_schema
 from tests.ssh_server import SshServer, start_ssh_server
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 EXAMPLES = REPO / "examples"
+
+# tests build graphs in this process (captured, read from fixtures, written by hand), not through a capture worker that
+# sends their ops' schemas: the compiler reads those from torch here
+aten_schemas.read_unknown_ops_with(read_schema)
 
 
 def _cuda_available() -> bool:

@@ -1,14 +1,14 @@
 """ATen op signatures as plain data: the argument names, types and defaults, mutation and aliasing the compiler reads,
-sent by the capture worker with the graph, so the language server plans and lowers kernels without importing torch.
+sent by the capture worker with the graph, so the compiler plans and lowers kernels without importing torch.
 
-An op the capture did not describe (graphs built by tests or the training package, which have torch) is read from
-torch's own schema on first use.
+An op the capture did not describe (graphs built by tests or the training package, which have torch) is read by the
+reader such a process installs (`read_unknown_ops_with(worker.op_schemas.read_schema)`); without one it is an error.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class OpSchema:
 
 
 _known: dict[str, OpSchema | None] = {}
+_read_unknown_op: Callable[[str], OpSchema | None] | None = None
 
 
 def remember(schemas: dict[str, dict[str, Any] | None]) -> None:
@@ -52,56 +53,23 @@ def remember(schemas: dict[str, dict[str, Any] | None]) -> None:
         _known[op] = OpSchema.from_json(data) if data is not None else None
 
 
+def read_unknown_ops_with(reader: Callable[[str], OpSchema | None]) -> None:
+    """Read the schema of an op no capture described with `reader` (a process with torch: tests, training)."""
+    global _read_unknown_op
+    _read_unknown_op = reader
+
+
 def schema_of(op: str) -> OpSchema | None:
-    """The schema of "aten.<name>.<overload>": as the capture sent it, else from torch; None for anything else
-    (getitem, symbolic ops)."""
+    """The schema of "aten.<name>.<overload>": as the capture sent it, else from the installed reader; None for
+    anything else (getitem, symbolic ops). Raises LookupError for an ATen op nothing describes."""
     if op not in _known:
-        _known[op] = read_from_torch(op)
+        parts = op.split(".")
+        if len(parts) != 3 or parts[0] != "aten":
+            return None
+        if _read_unknown_op is None:
+            raise LookupError(
+                f"no schema for {op}: plan graphs with the schemas their capture sent (aten_schemas.remember), or, "
+                "where torch is, install worker.op_schemas.read_schema with aten_schemas.read_unknown_ops_with"
+            )
+        _known[op] = _read_unknown_op(op)
     return _known[op]
-
-
-def read_from_torch(op: str) -> OpSchema | None:
-    """`op`'s schema read from torch (in a process that has torch: the capture worker, tests, training)."""
-    parts = op.split(".")
-    if len(parts) != 3 or parts[0] != "aten":
-        return None
-    import torch
-
-    packet = getattr(torch.ops.aten, parts[1], None)
-    overload = getattr(packet, parts[2], None) if packet is not None else None
-    if overload is None:
-        return None
-    schema = overload._schema
-    arguments = tuple(
-        ArgumentSchema(
-            name=argument.name,
-            type=str(argument.type),
-            kwarg_only=argument.kwarg_only,
-            has_default=argument.has_default_value(),
-            default=encoded_constant(argument.default_value) if argument.has_default_value() else None,
-        )
-        for argument in schema.arguments
-    )
-    returns_alias = tuple(
-        None if value.alias_info is None else ("write" if value.alias_info.is_write else "read")
-        for value in schema.returns
-    )
-    return OpSchema(arguments=arguments, is_mutable=schema.is_mutable, returns_alias=returns_alias)
-
-
-def encoded_constant(value: Any) -> Any:
-    """A constant as graphs hold it: torch's dtypes, devices, layouts and memory formats as tagged strings, lists
-    as {"list": [...]}, literals as they are (the capture encodes graph arguments with it too)."""
-    import torch
-
-    if isinstance(value, (list, tuple)):
-        return {"list": [encoded_constant(item) for item in value]}
-    if isinstance(value, torch.dtype):
-        return {"dtype": str(value).removeprefix("torch.")}
-    if isinstance(value, torch.device):
-        return {"device": str(value)}
-    if isinstance(value, torch.layout):
-        return {"layout": str(value).removeprefix("torch.")}
-    if isinstance(value, torch.memory_format):
-        return {"memory_format": str(value).removeprefix("torch.")}
-    return value

@@ -14,6 +14,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.forward_source import render_forward
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode
 from drtriton_lsp.compiler.names import NameScope
@@ -26,7 +27,7 @@ from drtriton_lsp.compiler.planner import (
     live_readers,
     lower_schedule,
 )
-from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, ScheduleError
+from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule
 from drtriton_lsp.compiler.templates import POINTWISE, ROW, TEMPLATES
 from drtriton_lsp.errors import DrtritonError
 

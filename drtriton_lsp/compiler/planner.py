@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 from drtriton_lsp.compiler.aten_schemas import schema_of
 from drtriton_lsp.compiler.elementwise import ELEMENTWISE_OPS, is_fusible, is_mutating
+from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.forward_source import is_bookkeeping
 from drtriton_lsp.compiler.graph import OpGraph, OpNode
 from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.partition import Anchored, GroupStep, Pointwise, Role, group_inputs, group_outputs, partition_graph
 from drtriton_lsp.compiler.schedule import KeptOp
-from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, ScheduleError
+from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule
 from drtriton_lsp.compiler.templates import POINTWISE, ROW, TEMPLATES, anchor_of
 from drtriton_lsp.compiler.templates.base import KernelPlan
 from drtriton_lsp.compiler.templates.copy import COPY_OPS

@@ -15,14 +15,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.templates import TEMPLATES
-from drtriton_lsp.errors import DrtritonError
 
 NODE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-class ScheduleError(DrtritonError):
-    """A schedule script that does not parse, or does not fit the graph; says which line and choice."""
 
 
 @dataclass(frozen=True)

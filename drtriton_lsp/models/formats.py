@@ -138,7 +138,8 @@ def parse_script_answer(completion: str, graph: OpGraph | None = None) -> Script
     """Read a script writer's completion; with `graph`, also check that the compiler can decode it for that graph.
 
     Never raises for any text: an answer that is not a valid script carries the message that says why."""
-    from drtriton_lsp.compiler.script import ScheduleError, parse_schedule, print_schedule
+    from drtriton_lsp.compiler.errors import ScheduleError
+    from drtriton_lsp.compiler.script import parse_schedule, print_schedule
 
     text = _answer_text(completion)
     if not text.strip():

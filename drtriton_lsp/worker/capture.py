@@ -24,11 +24,11 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import Dim
 
-from drtriton_lsp.compiler.aten_schemas import encoded_constant
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.errors import CaptureError
 from drtriton_lsp.worker.decomposed_norms import fold_decomposed_norms
 from drtriton_lsp.worker.in_place import functional_program, functionalize_in_place_ops, writes_in_place
+from drtriton_lsp.worker.op_schemas import encoded_constant
 
 DTYPE_NAMES = {
     torch.float32: "float32",

@@ -11,11 +11,11 @@ from typing import Any, Callable
 
 import torch
 
-from drtriton_lsp.compiler.aten_schemas import read_from_torch
 from drtriton_lsp.errors import CaptureError
 from drtriton_lsp.task import Task
 from drtriton_lsp.worker.capture import capture, capture_graph
 from drtriton_lsp.worker.devices import describe_devices
+from drtriton_lsp.worker.op_schemas import schemas_of
 from drtriton_lsp.worker.specialization import record_guards
 from drtriton_lsp.worker.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
 
@@ -57,11 +57,10 @@ def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict
     for node in graph.nodes:
         if node.source_line is not None and task.line_map:
             object.__setattr__(node, "source_line", task.origin_line(node.source_line))
-    # the signatures of the graph's ops, so the caller plans and lowers kernels without importing torch
-    schemas = {op: read_from_torch(op) for op in dict.fromkeys(node.op for node in graph.nodes)}
     return {
         "graph": graph.to_json(), "guards": guards, "devices": describe_devices(), "capture_note": captured.static_note,
-        "schemas": {op: schema.to_json() if schema is not None else None for op, schema in schemas.items()},
+        # the signatures of the graph's ops, so the caller plans and lowers kernels without importing torch
+        "schemas": schemas_of(graph),
     }
 
 

@@ -11,9 +11,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.fragments import fragment_graph, search_steps, step_alternatives
 from drtriton_lsp.compiler.planner import default_schedule
-from drtriton_lsp.compiler.script import Schedule, ScheduleError, parse_schedule, print_schedule
+from drtriton_lsp.compiler.script import Schedule, parse_schedule, print_schedule
 from drtriton_lsp.engine.search import SearchBudget, search_schedule
 from schedule_helpers import capture, compile_with, schedule_choosing
 

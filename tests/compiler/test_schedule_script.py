@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 from torch import nn
 
 from drtriton_lsp.compiler.codegen import compile_graph
-from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, ScheduleError, parse_schedule, print_schedule
+from drtriton_lsp.compiler.errors import ScheduleError
+from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, parse_schedule, print_schedule
 from drtriton_lsp.compiler.templates import TEMPLATES
 from drtriton_lsp.worker.capture import capture_graph
+from drtriton_lsp.worker.op_schemas import schemas_of
 
 NODE_NAMES = st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True)
 
@@ -115,12 +117,16 @@ def compile_with(graph, script: str | None):
     return compile_graph(graph, prefix="gated", forward_params=["x"], has_self=True, schedule=script)
 
 
-# Decodes a script in a fresh interpreter (the compiler needs no torch): same graph, same script, another hash seed.
+# Decodes a script in a fresh interpreter without torch (the compiler needs only the schemas the capture sends): same
+# graph, same script, another hash seed.
 DECODE = """
 import json, sys
+sys.modules["torch"] = None  # `import torch` fails
+from drtriton_lsp.compiler import aten_schemas
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
-graph, scripts = json.loads(sys.stdin.read())
+graph, schemas, scripts = json.loads(sys.stdin.read())
+aten_schemas.remember(schemas)
 programs = [
     compile_graph(OpGraph.from_json(graph), prefix="gated", forward_params=["x"], has_self=True, schedule=script)
     for script in scripts
@@ -131,7 +137,7 @@ print(json.dumps([[program.kernel_block, program.schedule] for program in progra
 
 def decoded_elsewhere(graph, scripts: list[str], hash_seed: int) -> list[list[str]]:
     finished = subprocess.run(
-        [sys.executable, "-c", DECODE], input=json.dumps([graph.to_json(), scripts]),
+        [sys.executable, "-c", DECODE], input=json.dumps([graph.to_json(), schemas_of(graph), scripts]),
         capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": str(hash_seed)}, timeout=120,
     )
     assert finished.returncode == 0, finished.stderr

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from drtriton_lsp.compiler.codegen import compile_graph
-from drtriton_lsp.compiler.script import KernelLine, Schedule, ScheduleError, parse_schedule, print_schedule
+from drtriton_lsp.compiler.errors import ScheduleError
+from drtriton_lsp.compiler.script import KernelLine, Schedule, parse_schedule, print_schedule
 from drtriton_lsp.worker.capture import capture_graph
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too

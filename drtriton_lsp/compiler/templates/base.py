@@ -108,6 +108,22 @@ def choice(name: str, options: tuple[str, ...], doc: str) -> ParameterSpec:
     return ParameterSpec(name, parse, str, doc, options)
 
 
+def whole_number(name: str, low: int, high: int, doc: str) -> ParameterSpec:
+    """An integer in [low, high], written in decimal."""
+
+    def parse(text: str) -> int:
+        if not text.isdigit() or text != str(int(text)):
+            raise ValueError(f"expected a decimal integer, got {text!r}")
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError(f"expected an integer from {low} to {high}, got {value}")
+        return value
+
+    return ParameterSpec(name, parse, str, doc, tuple(range(low, high + 1)))
+
+
+
+
 def tile(name: str, axes: tuple[str, ...], low: int, high: int, doc: str) -> ParameterSpec:
     """Powers of two joined by "x", one per axis (e.g. "64x128x32" for M, N, K)."""
     axis_spec = power_of_two(name, low, high, doc)

@@ -24,17 +24,17 @@ from drtriton_lsp.compiler.templates.base import (
     power_of_two,
     power_of_two_within,
     tile,
+    whole_number,
 )
-from drtriton_lsp.compiler.templates.matmul import (
-    DOCSTRING_WIDTH,
-    H200_SMS,
+from drtriton_lsp.compiler.templates.gemm import (
+    GEMM_DOCSTRING_WIDTH,
     PRECISION,
     dot_lines,
     products_text,
     tile_epilogue_lines,
-    whole_number,
 )
 from drtriton_lsp.compiler.templates.pointwise import INDENT, DomainReads, domain_text, stored
+from drtriton_lsp.compiler.templates.writer import H200_STREAMING_MULTIPROCESSORS
 
 # overload -> spatial dims it convolves (None: aten.convolution, whose weight's rank says)
 CONV_OVERLOADS = {
@@ -183,7 +183,7 @@ class ConvTemplate(Template):
         half = node.spec.dtype != "float32"
         # a K slice is input channels at one window position: wider than the channels only adds zeros
         depth = power_of_two_within(channels, 16, 64 if half else 32)
-        if math.ceil(rows / 128) * math.ceil(columns / 128) >= H200_SMS:
+        if math.ceil(rows / 128) * math.ceil(columns / 128) >= H200_STREAMING_MULTIPROCESSORS:
             # a full wave of large tiles: for float16/bfloat16 PyTorch Inductor's 128x128 conv config with
             # 8 warps; float32 (no tensor cores when exact) the matmul template's 128x64 tile with 4 warps
             tile_sizes, warps = ((128, 128, depth), 8) if half else ((128, 64, depth), 4)
@@ -320,7 +320,7 @@ class ConvKernel:
             f"pixel's patch straight from the input (through its strides; padding reads 0), multiplies them with the "
             f"weight's slice by tl.dot ({products}, float32 accumulation), then {tail}."
         )
-        return [f'"""Replaces {replaced}.', ""] + textwrap.wrap(description, DOCSTRING_WIDTH) + ['"""']
+        return [f'"""Replaces {replaced}.', ""] + textwrap.wrap(description, GEMM_DOCSTRING_WIDTH) + ['"""']
 
     def _tile_lines(self) -> list[str]:
         axes = self.axes

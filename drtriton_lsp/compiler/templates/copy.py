@@ -101,10 +101,10 @@ class CopyTemplate(Template):
         return {"block": 1024, "warps": 4}
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
-        return _CopySource(plan, context).render()
+        return CopyKernel(plan, context).render()
 
 
-class _CopySource:
+class CopyKernel:
     """Source of one copy kernel and its launch wrapper."""
 
     def __init__(self, plan: KernelPlan, context: RenderContext):

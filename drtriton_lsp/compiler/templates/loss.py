@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from drtriton_lsp.compiler.elementwise import FUSIBLE_DTYPES, TRITON_DTYPES, bind_arguments, float_literal
+from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode
 from drtriton_lsp.compiler.partition import group_inputs
 from drtriton_lsp.compiler.templates.base import (
@@ -30,14 +31,13 @@ from drtriton_lsp.compiler.templates.pointwise import (
     flat_index_lines,
     stored,
 )
+from drtriton_lsp.compiler.templates.writer import H200_STREAMING_MULTIPROCESSORS
 
 REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 NEGATIVE_INFINITY = 'float("-inf")'
 NOT_A_NUMBER = 'float("nan")'
 # partial sums the finishing kernel adds per step: there are few, and one program adds them all
 FINISH_BLOCK = 1024
-# H200 streaming multiprocessors: defaults keep at least two programs per SM busy where rows allow
-STREAMING_MULTIPROCESSORS = 132
 # elements one program keeps in registers at a time, by default
 TILE_ELEMENTS = 4096
 # at most this many input elements are read by one program by default; more go to per-program partial sums
@@ -447,15 +447,15 @@ class LossTemplate(Template):
         width = min(1024, next_power_of_two(example_extent([folded], graph)))
         rows = max(1, TILE_ELEMENTS // width)
         # fewer rows per program where there are too few rows to keep every SM busy
-        while rows > 1 and -(-positions // rows) < 2 * STREAMING_MULTIPROCESSORS:
+        while rows > 1 and -(-positions // rows) < 2 * H200_STREAMING_MULTIPROCESSORS:
             rows //= 2
         return {"reduction": strategy, "block": rows, "columns": width, "warps": min(8, max(1, rows * width // 512))}
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
-        return _LossSource(plan, context).render()
+        return LossKernel(plan, context).render()
 
 
-class _LossSource:
+class LossKernel:
     """Source of one loss kernel (two with partial sums) and its launch wrapper."""
 
     def __init__(self, plan: KernelPlan, context: RenderContext):
@@ -476,8 +476,6 @@ class _LossSource:
         self.epilogue_values = [value for value in group_inputs(self.nodes, plan.epilogue) if value != plan.anchor]
         for value in self.epilogue_values:
             if value in plan.prologue:
-                from drtriton_lsp.compiler.script import ScheduleError  # script imports the templates
-
                 raise ScheduleError(
                     f"kernel loss: epilogue reads {value}, which the prologue computes per element",
                     "compute that value in its own kernel",

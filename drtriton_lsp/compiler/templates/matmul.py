@@ -18,15 +18,22 @@ from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.templates.base import (
     AnchorShape,
     KernelPlan,
-    ParameterSpec,
     RenderContext,
     Template,
-    choice,
     example_size,
     graph_ref,
     power_of_two,
     power_of_two_within,
     tile,
+    whole_number,
+)
+from drtriton_lsp.compiler.templates.fold import COMBINE_DESCRIPTIONS, COMBINE_HELPERS, Fold, FoldNames, reduction_of
+from drtriton_lsp.compiler.templates.gemm import (
+    GEMM_DOCSTRING_WIDTH,
+    PRECISION,
+    dot_lines,
+    products_text,
+    tile_epilogue_lines,
 )
 from drtriton_lsp.compiler.templates.pointwise import (
     INDENT,
@@ -36,12 +43,8 @@ from drtriton_lsp.compiler.templates.pointwise import (
     flat_index_lines,
     stored,
 )
-from drtriton_lsp.compiler.templates.reduce import COMBINE_DESCRIPTIONS, COMBINE_HELPERS, Fold, FoldNames, reduction_of
+from drtriton_lsp.compiler.templates.writer import H200_STREAMING_MULTIPROCESSORS
 
-# streaming multiprocessors of an NVIDIA H200: fewer output tiles than this leave SMs idle
-H200_SMS = 132
-# characters per line of a kernel's docstring text
-DOCSTRING_WIDTH = 100
 # names the kernel body spells literally; taken first, so a graph value with one of them is renamed
 KERNEL_NAMES = (
     "pid", "tiles_m", "tiles_n", "tiles_per_batch", "tiles_in_group", "first_tile_m", "group_rows",
@@ -60,29 +63,6 @@ MAX_TILE_N = 256
 # this (about 6 us at the 48 TFLOP/s cuBLAS reached on that problem) one fused kernel saves a launch and a
 # pass over the output. The threshold is that estimate, not a measured crossover.
 FLOAT32_LIBRARY_FLOPS = 2**28
-
-
-def whole_number(name: str, low: int, high: int, doc: str) -> ParameterSpec:
-    """An integer in [low, high], written in decimal."""
-
-    def parse(text: str) -> int:
-        if not text.isdigit() or text != str(int(text)):
-            raise ValueError(f"expected a decimal integer, got {text!r}")
-        value = int(text)
-        if not low <= value <= high:
-            raise ValueError(f"expected an integer from {low} to {high}, got {value}")
-        return value
-
-    return ParameterSpec(name, parse, str, doc, tuple(range(low, high + 1)))
-
-
-# how tl.dot multiplies float32 tiles; shared by the templates built on it (matmul, conv)
-PRECISION = choice(
-    "precision",
-    ("ieee", "tf32"),
-    "float32 operands: ieee multiplies exactly (the default), tf32 on TF32 tensor cores (faster, about "
-    "1e-3 relative error); float16/bfloat16 operands always use tensor cores with float32 accumulation",
-)
 
 
 @dataclass(frozen=True)
@@ -351,7 +331,7 @@ class MatmulTemplate(Template):
                 power_of_two_within(size.depth, 16, 32 if node.spec.dtype == "float32" else 128),
             )
             return {"tile": tile_sizes, "group": 8, "warps": 4, "stages": 3, "precision": "ieee"}
-        full_wave = size.batch * math.ceil(size.rows / 128) * math.ceil(size.columns / 128) >= H200_SMS
+        full_wave = size.batch * math.ceil(size.rows / 128) * math.ceil(size.columns / 128) >= H200_STREAMING_MULTIPROCESSORS
         half = node.spec.dtype != "float32"
         if full_wave and half:
             # measured on an H200 (fp16, 4096^3): 128x256x64 with 8 warps ~20 % faster than 128x128x64;
@@ -518,7 +498,7 @@ class MatmulKernel:
             f"BLOCK_M x BLOCK_N output tile: it walks K in BLOCK_K slices with tl.dot ({products}, float32 "
             f"accumulation), then {tail}."
         )
-        return [f'"""Replaces {replaced}.', ""] + textwrap.wrap(description, DOCSTRING_WIDTH) + ['"""']
+        return [f'"""Replaces {replaced}.', ""] + textwrap.wrap(description, GEMM_DOCSTRING_WIDTH) + ['"""']
 
     def _tile_lines(self) -> list[str]:
         lines = ["tiles_m = tl.cdiv(M, BLOCK_M)", "tiles_n = tl.cdiv(N, BLOCK_N)"]
@@ -735,58 +715,6 @@ class MatmulKernel:
             view = scope.fresh(f"{tensor}_permuted")
             lines.append(f"{INDENT}{view} = {tensor}.permute({', '.join(str(dim) for dim in order)})")
         return view
-
-
-def products_text(dtype: str, precision: str) -> str:
-    """How a kernel's tiles are multiplied, for its docstring."""
-    if dtype != "float32":
-        return f"{dtype} tensor-core products"
-    if precision == "tf32":
-        return "TF32 tensor-core products, about 1e-3 relative error"
-    return "exact float32 products"
-
-
-def dot_lines(left_tile: str, right_tile: str, dtype: str, precision: str) -> list[str]:
-    """Statements adding the product of two tiles of `dtype` into the float32 tile `acc`.
-
-    float32 multiplies as `precision` says ("ieee": exactly); float16 and bfloat16 use tensor cores.
-    A bfloat16 kernel takes a WIDEN_BFLOAT16 constexpr, true for CPU tensors (only Triton's interpreter runs
-    kernels on them); the candidate never reads Triton's settings, which the verifier's policy forbids.
-    """
-    if dtype == "float32":
-        return [f'acc = tl.dot({left_tile}, {right_tile}, acc, input_precision="{precision}")']
-    if dtype == "float16":
-        return [f"acc = tl.dot({left_tile}, {right_tile}, acc)"]
-    return [
-        "if WIDEN_BFLOAT16:",
-        f"{INDENT}# Triton's CPU interpreter multiplies bfloat16 tiles as raw integers; widened to float32",
-        f"{INDENT}# the products are the same, and exact",
-        f'{INDENT}acc = tl.dot({left_tile}.to(tl.float32), {right_tile}.to(tl.float32), acc, input_precision="ieee")',
-        "else:",
-        f"{INDENT}acc = tl.dot({left_tile}, {right_tile}, acc)",
-    ]
-
-
-def tile_epilogue_lines(
-    plan: KernelPlan, expression: str, dtype: str, variables: dict[str, str], scope: NameScope, context: RenderContext
-) -> list[str]:
-    """Statements computing the anchor's value on an output tile (`expression` of `acc`) and then the
-    epilogue ops, in float32; the value is rounded to `dtype` first when an epilogue op reads it."""
-    anchor = plan.anchor
-    lines: list[str] = []
-    if expression == "acc":
-        variables[anchor] = "acc"
-    else:
-        variables[anchor] = scope.fresh(anchor)
-        lines.append(f"{variables[anchor]} = {expression}")
-    nodes = {node.name: node for node in context.graph.nodes}
-    if dtype != "float32" and any(anchor in nodes[member].input_refs() for member in plan.epilogue):
-        variable = variables[anchor]
-        lines += [
-            f"# round to {dtype} before the epilogue reads it, as PyTorch does",
-            f"{variable} = {stored(variable, dtype)}.to(tl.float32)",
-        ]
-    return lines + elementwise_lines(context.graph, plan.epilogue, variables, scope, context.helpers)
 
 
 def _offset_sum(terms: list[tuple[str, str]]) -> str:

@@ -31,6 +31,7 @@ from drtriton_lsp.compiler.templates.pointwise import (
     flat_index_lines,
     stored,
 )
+from drtriton_lsp.compiler.templates.writer import H200_STREAMING_MULTIPROCESSORS
 
 # the family of computation behind each overload
 FAMILIES = {
@@ -47,8 +48,6 @@ FAMILIES = {
 # rms_norm with eps=None adds the epsilon of its float32 math type for every input dtype
 # (measured on torch 2.13: float16 inputs get 2**-23, not torch.finfo(torch.float16).eps)
 RMS_NORM_DEFAULT_EPS = 2.0**-23
-# streaming multiprocessors of an NVIDIA H200: fewer programs than a few per SM leave SMs idle
-H200_SMS = 132
 # Defaults, measured on an H200 (torch 2.11, triton 3.6; float16 and float32 rows of 768 to 65536):
 # the longest padded row one program holds in registers; longer rows loop in chunks of LOOP_CHUNK
 SINGLE_PASS_LIMIT = 32768
@@ -343,7 +342,7 @@ def row_tiling(row_length: int, n_rows: int, single_limit: int) -> dict[str, Any
         return {"strategy": f"loop{LOOP_CHUNK}", "rows": 1, "warps": LOOP_WARPS}
     rows = 1
     # short rows: several per program, as long as every SM still gets a couple of programs
-    while rows < 128 and rows * padded < TILE_ELEMENTS and n_rows >= rows * 4 * H200_SMS:
+    while rows < 128 and rows * padded < TILE_ELEMENTS and n_rows >= rows * 4 * H200_STREAMING_MULTIPROCESSORS:
         rows *= 2
     warps = min(16, next_power_of_two(max(1, rows * padded // (32 * ELEMENTS_PER_THREAD))))
     return {"strategy": "single", "rows": rows, "warps": warps}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from drtriton_lsp.compiler.elementwise import FUSIBLE_DTYPES, TRITON_DTYPES, bind_arguments
+from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.graph import OpGraph, OpNode
 from drtriton_lsp.compiler.partition import group_inputs
 from drtriton_lsp.compiler.templates.base import (
@@ -196,10 +197,10 @@ class PoolTemplate(Template):
         return {"strategy": "tiled", "block": max(1, 4096 // width), "window": width, "warps": 4}
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
-        return _PoolSource(plan, context).render()
+        return PoolKernel(plan, context).render()
 
 
-class _PoolSource:
+class PoolKernel:
     """Source of one pool kernel and its launch wrapper."""
 
     def __init__(self, plan: KernelPlan, context: RenderContext):
@@ -222,8 +223,6 @@ class _PoolSource:
         self.epilogue_values = [value for value in group_inputs(self.nodes, plan.epilogue) if value != plan.anchor]
         for value in self.epilogue_values:
             if value in plan.prologue:
-                from drtriton_lsp.compiler.script import ScheduleError  # script imports the templates
-
                 raise ScheduleError(
                     f"kernel pool: epilogue reads {value}, which the prologue computes per window position",
                     "compute that value in its own kernel",

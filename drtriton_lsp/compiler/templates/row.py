@@ -20,20 +20,10 @@ from drtriton_lsp.compiler.templates.base import (
     next_power_of_two,
     power_of_two,
 )
+from drtriton_lsp.compiler.templates.fold import Fold, FoldNames, Reduction, reduced_shape, reduction_of
 from drtriton_lsp.compiler.templates.normalize import loop_chunk, row_tiling, strategy_parameter
 from drtriton_lsp.compiler.templates.pointwise import INDENT, DomainReads, domain_text, elementwise_lines, stored
-from drtriton_lsp.compiler.templates.reduce import (
-    Fold,
-    FoldNames,
-    KernelWriter,
-    Reduction,
-    launch_lines,
-    part_index_lines,
-    product_text,
-    reduced_shape,
-    reduction_of,
-    tuple_text,
-)
+from drtriton_lsp.compiler.templates.writer import KernelWriter, launch_lines, part_index_lines, product_text, tuple_text
 
 # Unmeasured guess, kept below normalize's 32768: a row kernel may hold several full-row values at once
 # (softmax: the input and its exp), so whole rows in registers should stop sooner
@@ -207,10 +197,10 @@ class RowTemplate(Template):
         return near + [{**defaults, "strategy": strategy} for strategy in strategies] + far
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
-        return _RowKernel(plan, context).source()
+        return RowKernel(plan, context).source()
 
 
-class _RowKernel(KernelWriter):
+class RowKernel(KernelWriter):
     """One row kernel and its wrapper. Per-row values are [ROWS, 1] columns, so they broadcast across
     each row's [ROWS, BLOCK] tile as PyTorch broadcasts a keepdim reduction."""
 
