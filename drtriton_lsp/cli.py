@@ -178,9 +178,15 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         "--model",
         metavar="URL_OR_PATH",
         help="an OpenAI-compatible server's URL (e.g. http://localhost:8000/v1, as `vllm serve` starts) or a local "
-        "checkpoint directory (loaded with transformers in a worker process); its answers are verified and timed "
+        "checkpoint directory (loaded in a worker process, see --model-engine); its answers are verified and timed "
         "beside the compiler's, the fastest verified kept",
     )
+    model.add_argument("--model-engine", choices=["transformers", "vllm"], default="transformers",
+                       help="what samples a checkpoint directory: transformers (default) or vLLM's offline engine, in "
+                       "a worker whose interpreter has vLLM (--model-python)")
+    model.add_argument("--model-python", default="", metavar="PATH",
+                       help="with --model-engine vllm: the Python interpreter whose environment has vLLM (default: the "
+                       "workers' own; on a --remote host, the interpreter there)")
     model.add_argument("--model-kind", choices=["kernel", "script", "both"], default="kernel",
                        help="what the model writes: a ModelNew module, a schedule script, or both (default kernel)")
     model.add_argument("--samples", type=_positive, default=4, help="model answers per target and kind (default 4)")
@@ -204,7 +210,7 @@ def model_settings(args: argparse.Namespace):
     if args.model.startswith(("http://", "https://")):
         return ModelSettings(backend="openai", endpoint=args.model, **common)
     if Path(args.model).is_dir():
-        return ModelSettings(backend="transformers", path=args.model, **common)
+        return ModelSettings(backend=args.model_engine, path=args.model, python=args.model_python, **common)
     raise DrtritonError(
         f"--model {args.model} is neither a URL nor a directory",
         "pass an OpenAI-compatible server's URL (http://HOST:PORT/v1) or a checkpoint directory (save_pretrained)",
@@ -595,6 +601,8 @@ def bench_pipeline(args: argparse.Namespace) -> dict[str, Any]:
             "model": args.model, "kind": args.model_kind, "samples": args.samples, "turns": args.turns,
             "constrained": not args.unconstrained,
         }
+        if args.model_engine != "transformers":
+            pipeline["model"]["engine"] = args.model_engine
     return pipeline
 
 

@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -202,13 +202,14 @@ class OpenAIBackend:
         raise ModelUnavailable(f"the model server at {url} did not answer ({failure}; {tries})")
 
 
-class TransformersBackend:
-    """A local checkpoint directory, loaded and sampled (batched, GPU when present) in a worker process per request."""
+class CheckpointBackend:
+    """A local checkpoint directory, loaded and sampled in a worker process per request (never in the language server):
+    by transformers (`engine` "transformers": batched, GPU when present) or by vLLM's offline engine ("vllm": the
+    worker's interpreter must have vLLM; drtriton is put on its path)."""
 
-    name = "transformers"
-
-    def __init__(self, path: str, *, runner, timeout_s: float = 120.0):
+    def __init__(self, path: str, *, runner, engine: str = "transformers", timeout_s: float = 120.0):
         self.path = Path(path).expanduser().resolve()
+        self.name = engine
         self.model = str(self.path)
         self.runner, self.timeout_s = runner, timeout_s
         self.checkpoint = checkpoint_hash(self.path) if not self.problem() else ""
@@ -230,12 +231,15 @@ class TransformersBackend:
         if problem:
             raise ModelUnavailable(problem)
         params = {
-            "path": str(self.path), "prompts": prompts, "samples": sampling.samples,
+            "engine": self.name, "path": str(self.path), "prompts": prompts, "samples": sampling.samples,
             "temperature": sampling.temperature, "max_tokens": sampling.max_tokens, "seed": sampling.seed,
             "constraints": [constraint.to_json() if constraint else None for constraint in constraints or []] or None,
         }
+        # another interpreter (vLLM's venv) on this machine does not have drtriton installed: it gets this copy's
+        package_root = [str(Path(__file__).resolve().parents[2])] if self.runner.host is None else None
         try:
-            answer = self.runner.call("sample_model", params, limits=JobLimits(timeout_s=self.timeout_s), cancel=cancel)
+            answer = self.runner.call("sample_model", params, limits=JobLimits(timeout_s=self.timeout_s), cancel=cancel,
+                                      python_path=package_root)
         except JobFailure as failure:
             if failure.reason == "cancelled":
                 raise SamplingCancelled() from failure
@@ -253,15 +257,13 @@ def open_backend(settings: ModelSettings, runner) -> ModelBackend:
             raise ModelUnavailable("the openai backend needs drtriton.model.endpoint (e.g. http://localhost:8000/v1)")
         return OpenAIBackend(settings.endpoint, settings.name, api_key_env=settings.apiKeyEnv,
                              timeout_s=settings.timeoutSeconds)
-    if settings.backend == "transformers":
+    if settings.backend in ("transformers", "vllm"):
         if not settings.path:
-            raise ModelUnavailable("the transformers backend needs drtriton.model.path (a checkpoint directory)")
-        return TransformersBackend(settings.path, runner=runner, timeout_s=settings.timeoutSeconds)
-    if settings.backend == "vllm":
-        raise ModelUnavailable(
-            "the in-process vllm backend is not built yet: serve the checkpoint with `vllm serve DIR` and set "
-            "drtriton.model.backend to openai with its endpoint"
-        )
+            raise ModelUnavailable(f"the {settings.backend} backend needs drtriton.model.path (a checkpoint directory)")
+        if settings.backend == "vllm" and settings.python and runner is not None:
+            runner = replace(runner, python=settings.python)  # on a remote host, the interpreter there
+        return CheckpointBackend(settings.path, runner=runner, engine=settings.backend,
+                                 timeout_s=settings.timeoutSeconds)
     raise ModelUnavailable(f"no model backend {settings.backend!r}")
 
 

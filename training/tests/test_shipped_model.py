@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from drtriton_lsp.models import formats
-from drtriton_lsp.models.backends import Sampling, TransformersBackend
+from drtriton_lsp.models.backends import CheckpointBackend, Sampling
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.worker.capture import capture_graph
 
@@ -39,7 +39,7 @@ def test_the_products_backend_loads_it_offline_and_it_writes_a_valid_script_for_
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     graph = capture_graph(Sigmoid(), (torch.randn(8, 32),))
     with LocalRunner() as runner:
-        backend = TransformersBackend(str(SHIPPED), runner=runner)
+        backend = CheckpointBackend(str(SHIPPED), runner=runner)
         [[answer]] = backend.complete([formats.script_prompt(graph)], Sampling(1, temperature=0.0, max_tokens=64))
     parsed = formats.parse_script_answer(answer, graph)
     assert parsed.error == "", parsed.error
