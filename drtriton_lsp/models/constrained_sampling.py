@@ -34,14 +34,17 @@ class ConstrainedAnswers(LogitsProcessor):
         self.pieces = token_pieces(tokenizer)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        # one copy to the host per step: reading a GPU tensor token by token would wait for the device each time
+        answers = input_ids[:, self.prompt_length:].tolist()
+        host_scores = scores.detach().float().cpu()
         for row, constraint in enumerate(self.rows):
             if constraint is None:
                 continue
-            text = self.tokenizer.decode(input_ids[row, self.prompt_length:], skip_special_tokens=True)
-            allowed = self._allowed(constraint, text, scores[row])
-            masked = torch.full_like(scores[row], float("-inf"))
-            masked[allowed] = scores[row][allowed]
-            scores[row] = masked
+            text = self.tokenizer.decode(answers[row], skip_special_tokens=True)
+            allowed = self._allowed(constraint, text, host_scores[row])
+            keep = torch.zeros(scores.shape[1], dtype=torch.bool)
+            keep[allowed] = True
+            scores[row] = scores[row].masked_fill(~keep.to(scores.device), float("-inf"))
         return scores
 
     def _allowed(self, constraint: AnswerConstraint, text: str, row_scores: torch.Tensor) -> list[int]:
@@ -49,8 +52,9 @@ class ConstrainedAnswers(LogitsProcessor):
         whole = constraint.finished(text)
         # answers are prefix-closed: a piece whose first character cannot come next is out without matching it whole
         first_allowed: dict[str, bool] = {}
-        for token in torch.argsort(row_scores, descending=True).tolist():
-            if len(allowed) == ALLOWED_PER_STEP or row_scores[token] == float("-inf"):
+        ordered_scores, order = torch.sort(row_scores, descending=True)
+        for token, score in zip(order.tolist(), ordered_scores.tolist()):
+            if len(allowed) == ALLOWED_PER_STEP or score == float("-inf"):
                 break
             if token == self.end_of_text:
                 if whole:

@@ -24,11 +24,12 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import Dim
 
+from drtriton_lsp.compiler import aten_schemas
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.errors import CaptureError
 from drtriton_lsp.worker.decomposed_norms import fold_decomposed_norms
 from drtriton_lsp.worker.in_place import functional_program, functionalize_in_place_ops, writes_in_place
-from drtriton_lsp.worker.op_schemas import encoded_constant
+from drtriton_lsp.worker.op_schemas import encoded_constant, schemas_of
 
 DTYPE_NAMES = {
     torch.float32: "float32",
@@ -234,6 +235,7 @@ def capture(model: torch.nn.Module, args: tuple, task_file: Path | None = None, 
         exported = functional_program(exported) or exported
     fold_decomposed_norms(exported.graph_module)
     graph = graph_from_exported(exported, task_file, user_input_names(model, args))
+    aten_schemas.remember(schemas_of(graph))  # this process can plan what it captured, as a caller given the graph
     note = ""
     if export.static_because:
         note = (
