@@ -313,7 +313,7 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
 
 def error_report(path: str, target: str, error: DrtritonError) -> dict[str, Any]:
     """A report with status "error" for a target that could not be processed (bad input)."""
-    from drtriton_lsp.engine.report import build_report
+    from drtriton_lsp.engine.report import SearchSection, build_report
 
     return build_report(
         file=path,
@@ -323,7 +323,7 @@ def error_report(path: str, target: str, error: DrtritonError) -> dict[str, Any]
         verdict=None,
         timing=None,
         timing_note="not run",
-        search={"backend": "compiler", "candidates": 0, "verified": 0, "seconds": None},
+        search=SearchSection(backend="compiler", candidates=0, verified=0, seconds=None),
         kernel_source=None,
         schedule=None,
         replaced_ops=[],
@@ -407,7 +407,7 @@ def write_verified(source_file, outcomes, console: Console, provenance_text, *, 
 
 def verify_command(args: argparse.Namespace, console: Console) -> int:
     from drtriton_lsp.engine.devices import describe_device, likely_device, resolve_device
-    from drtriton_lsp.engine.report import build_report, one_line
+    from drtriton_lsp.engine.report import SearchSection, build_report, one_line
     from drtriton_lsp.engine.session import Cancelled, WorkerLimits, WorkerSession
     from drtriton_lsp.engine.verify import verify_candidate, worker_environment
     from drtriton_lsp.runners.choice import runner_for
@@ -445,7 +445,7 @@ def verify_command(args: argparse.Namespace, console: Console) -> int:
         verdict=verdict,
         timing=None,
         timing_note="drtriton verify checks correctness only",
-        search={"backend": "external", "candidates": 1, "verified": int(verdict.verified), "seconds": None},
+        search=SearchSection(backend="external", candidates=1, verified=int(verdict.verified), seconds=None),
         kernel_source=candidate,
         schedule=None,
         replaced_ops=[],

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.engine.report import ModelSearchEntry
 from drtriton_lsp.engine.session import Cancelled, WorkerSession
 from drtriton_lsp.engine.verify import verify_candidate
 from drtriton_lsp.errors import DrtritonError
@@ -72,31 +73,31 @@ class ModelSearch:
             return min(timed, key=lambda candidate: candidate.ms)
         return verified[0] if verified else None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ModelSearchEntry:
         """The report's `search.model`: which model, what it was asked, what came of its answers, why it stopped."""
         reasons: dict[str, int] = {}
         for candidate in self.candidates:
             if not candidate.verified:
                 reason = candidate.reason[:REASON_CHARS]
                 reasons[reason] = reasons.get(reason, 0) + 1
-        return {
-            "backend": self.backend.name,
-            "model": self.backend.model,
-            "checkpoint": self.backend.checkpoint,
-            "kind": self.settings.kind,
-            "samples": self.settings.samples,
-            "turns": self.settings.turns,
-            "constrained": self.settings.constrained and not self.backend.unconstrained,
-            "unconstrained": self.backend.unconstrained,
-            "answers": len(self.candidates),
-            "verified": self.verified,
-            "rejections": [
+        return ModelSearchEntry(
+            backend=self.backend.name,
+            model=self.backend.model,
+            checkpoint=self.backend.checkpoint,
+            kind=self.settings.kind,
+            samples=self.settings.samples,
+            turns=self.settings.turns,
+            constrained=self.settings.constrained and not self.backend.unconstrained,
+            unconstrained=self.backend.unconstrained,
+            answers=len(self.candidates),
+            verified=self.verified,
+            rejections=[
                 {"reason": reason, "count": count} for reason, count in list(reasons.items())[:REPORTED_REASONS]
             ],
-            "stopped": self.stopped,
-            "problem": self.problem,
-            "seconds": round(self.seconds, 2),
-        }
+            stopped=self.stopped,
+            problem=self.problem,
+            seconds=round(self.seconds, 2),
+        )
 
 
 class CandidateBuilder:

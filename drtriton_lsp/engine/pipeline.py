@@ -22,7 +22,17 @@ from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.compiler.script import parse_schedule
 from drtriton_lsp.engine.devices import COMMAND_LINE_DEVICE, DeviceOption, describe_device, likely_device, resolve_device
 from drtriton_lsp.engine.model_search import CandidateBuilder, WorkerModelMeasurer, run_model_search
-from drtriton_lsp.engine.report import Correctness, EarlierRun, build_report, earlier_timing, revised_report
+from drtriton_lsp.engine.report import (
+    Correctness,
+    EarlierRun,
+    ModelSearchEntry,
+    ScheduleSearchEntry,
+    SearchSection,
+    Winner,
+    build_report,
+    earlier_timing,
+    revised_report,
+)
 from drtriton_lsp.engine.search import (
     SearchBudget,
     SearchCache,
@@ -160,11 +170,11 @@ def optimize_target(
             has_self=True,  # a function target's Task wraps it in a Model, whose forward takes self
             schedule=options.schedule,
         )
-    search = {
-        "backend": "compiler", "candidates": 1 if program.kernels else 0, "verified": 0, "seconds": 0.0,
-        "stages_s": clock.seconds, "capture_note": capture.get("capture_note", ""),
-        "candidates_by_source": {COMPILER: 1 if program.kernels else 0},
-    }
+    search = SearchSection(
+        backend="compiler", candidates=1 if program.kernels else 0, verified=0, seconds=0.0,
+        stages_s=clock.seconds, capture_note=capture.get("capture_note", ""),
+        candidates_by_source={COMPILER: 1 if program.kernels else 0},
+    )
     common = dict(
         file=path,
         target=target_name,
@@ -178,16 +188,16 @@ def optimize_target(
     trial = None
     if program.kernels:
         trial = _verify_and_time(task, graph, program, guards, device, device_info, options, session, clock)
-        search["verified"] = int(trial.verdict.verified)
+        search.verified = int(trial.verdict.verified)
         if trial.verdict.verified:
-            search["first_verified_s"] = round(trial.verified_at - started, 2)
-            search["winner"] = COMPILER_ORIGIN.to_json()
+            search.first_verified_s = round(trial.verified_at - started, 2)
+            search.winner = Winner(COMPILER_ORIGIN)
         if options.search and trial.verdict.verified:
             trial = _search(
                 task, graph, program, guards, trial, device, device_info, options, session, search, versions,
                 target_name, list(target.forward_params), clock,
             )
-        search["candidates_by_source"][COMPILER] = search["candidates"]
+        search.candidates_by_source[COMPILER] = search.candidates
     if options.model.enabled:
         with clock.stage("model"):
             trial = _model_search(
@@ -195,7 +205,7 @@ def optimize_target(
                 list(target.forward_params),
             )
     if trial is None:
-        search["seconds"] = round(time.monotonic() - started, 2)
+        search.seconds = round(time.monotonic() - started, 2)
         return Outcome(
             build_report(
                 status="no_candidate",
@@ -213,7 +223,7 @@ def optimize_target(
             user_input_shapes(graph),
         )
 
-    search["seconds"] = round(time.monotonic() - started, 2)
+    search.seconds = round(time.monotonic() - started, 2)
     # a module a model wrote has no plan: only the verifier's audit of what ran says which ops it replaced
     planned = (trial.program.replaced_ops, trial.program.kept_ops) if trial.program else ([], [])
     common["replaced_ops"], common["kept_ops"] = ops_of(trial.verdict, *planned)
@@ -259,7 +269,7 @@ def applied_outcome(source: str, path: str, target_name: str) -> Outcome:
         verdict=None,
         timing=None,
         timing_note="not timed in this session",
-        search={},
+        search=None,
         kernel_source=applied_kernel_candidate(task.source, task_target, source, applied),
         schedule=None,
         replaced_ops=[],
@@ -268,14 +278,14 @@ def applied_outcome(source: str, path: str, target_name: str) -> Outcome:
     return Outcome(report=report, task=task)
 
 
-def model_note(search: dict[str, Any]) -> str:
+def model_note(search: SearchSection) -> str:
     """What the model's part of a search that produced no verified kernel amounts to ("" without a model)."""
-    model = search.get("model")
+    model = search.model
     if model is None:
         return ""
-    if model.get("problem"):
-        return f"; the model gave no candidate: {model['problem']}"
-    return f"; none of the model's {model['answers']} answers was verified"
+    if model.problem:
+        return f"; the model gave no candidate: {model.problem}"
+    return f"; none of the model's {model.answers} answers was verified"
 
 
 def write_back_refusal(outcome: Outcome) -> str:
@@ -471,14 +481,14 @@ def _verify_and_time(
 
 def _search(
     task, graph, program, guards, default, device, device_info, options: OptimizeOptions, session: WorkerSession,
-    search, versions, target_name, forward_params, clock: StageClock,
+    search: SearchSection, versions, target_name, forward_params, clock: StageClock,
 ) -> _Trial:
     """Search the schedule (GPU only: choosing needs timings), then keep whichever whole program,
     default or searched, is faster end to end. Updates the report's `search` entry in place."""
     if device == "cpu":
-        search["note"] = "not searched: choosing between verified schedules needs timings, and there is no GPU"
+        search.note = "not searched: choosing between verified schedules needs timings, and there is no GPU"
         return default
-    search["backend"] = "compiler+search"
+    search.backend = "compiler+search"
     cache = SearchCache(options.search_cache or default_cache_directory())
     environment = {"device": device_info["name"], **versions}
     key = cache.key(task.source, graph, environment, options.search_budget)
@@ -493,18 +503,14 @@ def _search(
         cache.store(key, result)
     else:
         session.step("search result found in the cache")
-    search.update(
-        candidates=search["candidates"] + result.candidates,
-        verified=search["verified"] + result.verified,
-        cached=result.cached,
-        stopped=result.stopped,
-        fragments=[
-            {"ops": fragment.ops, "chosen": fragment.chosen, "pytorch_ms": fragment.pytorch_ms, "chosen_ms": fragment.best.ms}
-            for fragment in result.fragments
-        ],
-    )
+    search.candidates += result.candidates
+    search.verified += result.verified
+    fragments = [
+        {"ops": fragment.ops, "chosen": fragment.chosen, "pytorch_ms": fragment.pytorch_ms, "chosen_ms": fragment.best.ms}
+        for fragment in result.fragments
+    ]
     if result.schedule == program.schedule or session.cancelled():
-        search["kept"] = "default"
+        search.schedule_search = ScheduleSearchEntry(result.cached, result.stopped, fragments, kept="default")
         return default
     searched_program = compile_graph(
         graph, prefix=snake_case(target_name), forward_params=forward_params, has_self=True, schedule=result.schedule
@@ -513,30 +519,34 @@ def _search(
     searched = _verify_and_time(
         task, graph, searched_program, guards, device, device_info, options, session, clock, stage_prefix="searched "
     )
-    search["verified"] += int(searched.verdict.verified)
-    search["default_ms"] = default.timing["triton_ms"] if default.timing else None
-    search["searched_ms"] = searched.timing["triton_ms"] if searched.timing else None
+    search.verified += int(searched.verdict.verified)
     faster = (
         searched.verdict.verified
         and searched.timing is not None
         and default.timing is not None
         and searched.timing["triton_ms"] < default.timing["triton_ms"]
     )
-    search["kept"] = "searched" if faster else "default"
+    search.schedule_search = ScheduleSearchEntry(
+        result.cached, result.stopped, fragments, kept="searched" if faster else "default",
+        end_to_end_ms=(
+            default.timing["triton_ms"] if default.timing else None,
+            searched.timing["triton_ms"] if searched.timing else None,
+        ),
+    )
     return searched if faster else default
 
 
 def _model_search(
-    task, graph, guards, compiler, device, options: OptimizeOptions, session: WorkerSession, search, prefix,
-    forward_params,
+    task, graph, guards, compiler, device, options: OptimizeOptions, session: WorkerSession, search: SearchSection,
+    prefix, forward_params,
 ) -> _Trial | None:
     """The model's answers beside the compiler's result `compiler` (None: the compiler generated nothing), through
     the same verifier and benchmark; returns the winner's trial. Updates the report's `search` entry in place."""
-    search["backend"] = f"{search['backend']}+model"
+    search.backend += "+model"
     try:
         backend = open_backend(options.model, session.runner)
     except ModelUnavailable as unavailable:
-        search["model"] = {"backend": options.model.backend, "problem": unavailable.message, "stopped": "unavailable"}
+        search.model = ModelSearchEntry.unopened(options.model.backend, unavailable.message)
         session.step(f"model: {unavailable.message}; going on with the compiler's candidates")
         return compiler
     compiler_verified = compiler is not None and compiler.verdict.verified
@@ -546,17 +556,16 @@ def _model_search(
     )
     builder = CandidateBuilder(task, graph, guards, prefix, forward_params)
     result = run_model_search(backend, options.model, builder, measurer, progress=session.step, cancel=session.cancel)
-    search["model"] = result.summary()
-    search["candidates"] += len(result.candidates)
-    search["verified"] += result.verified
-    search["candidates_by_source"][MODEL] = len(result.candidates)
+    search.model = result.summary()
+    search.candidates += len(result.candidates)
+    search.verified += result.verified
+    search.candidates_by_source[MODEL] = len(result.candidates)
     best = result.best()
     if best is None or result.stopped == "cancelled":
         return compiler
     if compiler_verified and (best.ms is None or measurer.compiler_ms is None or best.ms >= measurer.compiler_ms):
         return compiler  # untimed (no GPU) or not faster: the compiler's verified kernel stays
-    search["winner"] = best.origin.to_json()
-    search["winner_ms"], search["compiler_ms"] = best.ms, measurer.compiler_ms
+    search.winner = Winner(best.origin, best.ms, measurer.compiler_ms)
     session.step(f"the winner is {best.origin.describe()}")
     timing, timing_note = None, INTERPRETER_NOTE
     if device != "cpu" and options.benchmark:

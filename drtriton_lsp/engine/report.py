@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import datetime
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from drtriton_lsp.engine.verify import Verdict
+from drtriton_lsp.models.sources import MODEL, Origin
 
 SCHEMA = "drtriton.report/1"
 
@@ -92,11 +93,135 @@ class Correctness:
 
 
 @dataclass(frozen=True)
+class Winner:
+    """The candidate the job kept, in the report's `search`: its origin (`winner`). A model's kernel wins only once
+    timed beside the compiler's verified one, so a model's winner also writes both times (`winner_ms`,
+    `compiler_ms`; None: untimed, e.g. no GPU, or no verified compiler kernel to time it against)."""
+
+    origin: Origin
+    ms: float | None = None
+    compiler_ms: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The search section's entries for the winner."""
+        if self.origin.source != MODEL:
+            return {"winner": self.origin.to_json()}
+        return {"winner": self.origin.to_json(), "winner_ms": self.ms, "compiler_ms": self.compiler_ms}
+
+
+@dataclass(frozen=True)
+class ScheduleSearchEntry:
+    """What the schedule search (GPU only) did, in the report's `search`: whether its result came from the search
+    cache, why it stopped ("" done, "budget", "cancelled"), per fragment its ops, the schedule chosen and its time
+    beside PyTorch's, and which whole program was kept ("default" or "searched").
+
+    end_to_end_ms: (default, searched) whole-program times in ms (None: untimed), written as `default_ms` and
+    `searched_ms` once the search found a schedule other than the default and it was verified and timed end to end.
+    """
+
+    cached: bool
+    stopped: str
+    fragments: list[dict[str, Any]]
+    kept: str
+    end_to_end_ms: tuple[float | None, float | None] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The search section's entries for the schedule search."""
+        entries = {"cached": self.cached, "stopped": self.stopped, "fragments": self.fragments, "kept": self.kept}
+        if self.end_to_end_ms is not None:
+            entries["default_ms"], entries["searched_ms"] = self.end_to_end_ms
+        return entries
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSearchEntry:
+    """The report's `search.model`: which model (backend, model: its name or directory, checkpoint: a content hash
+    or ""), what it was asked (kind, samples, turns; constrained: answers held to the script grammar while sampled,
+    unconstrained: why the backend could not hold them, or ""), what came of its answers (answers, verified,
+    rejections: [{reason, count}]), why it stopped ("" done, "cancelled", "unavailable"), what went wrong ("" none)
+    and its seconds. A backend that could not be opened has only backend, stopped and problem (see `unopened`): the
+    entries left None are left out of the JSON."""
+
+    backend: str
+    model: str | None = None
+    checkpoint: str | None = None
+    kind: str | None = None
+    samples: int | None = None
+    turns: int | None = None
+    constrained: bool | None = None
+    unconstrained: str | None = None
+    answers: int | None = None
+    verified: int | None = None
+    rejections: list[dict[str, Any]] | None = None
+    stopped: str
+    problem: str
+    seconds: float | None = None
+
+    @classmethod
+    def unopened(cls, backend: str, problem: str) -> ModelSearchEntry:
+        """A backend that could not be opened, and why: it answered nothing."""
+        return cls(backend=backend, stopped="unavailable", problem=problem)
+
+    def to_json(self) -> dict[str, Any]:
+        values = {entry.name: getattr(self, entry.name) for entry in fields(self)}
+        return {name: value for name, value in values.items() if value is not None}
+
+
+@dataclass(kw_only=True)
+class SearchSection:
+    """The report's `search`: how the kernel was found, filled in by the pipeline as the job goes.
+
+    backend: what produced the candidates ("compiler", then "+search" and "+model" as those ran; "external": a file
+    `drtriton verify` checked); candidates / verified: how many, over every source; seconds: the job's wall time
+    (None: not measured). The rest is written only once set (None: left out of the JSON): stages_s: seconds per
+    step (StageClock); capture_note: what the capture could not do ("" nothing); candidates_by_source: {source:
+    count}; first_verified_s: seconds to the first verified kernel; winner; note: why the schedule search asked
+    for did not run; schedule_search; model.
+    """
+
+    backend: str
+    candidates: int
+    verified: int
+    seconds: float | None
+    stages_s: dict[str, float] | None = None
+    capture_note: str | None = None
+    candidates_by_source: dict[str, int] | None = None
+    first_verified_s: float | None = None
+    winner: Winner | None = None
+    note: str | None = None
+    schedule_search: ScheduleSearchEntry | None = None
+    model: ModelSearchEntry | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        entries: dict[str, Any] = {
+            "backend": self.backend, "candidates": self.candidates, "verified": self.verified, "seconds": self.seconds,
+        }
+        steps = {
+            "stages_s": self.stages_s,
+            "capture_note": self.capture_note,
+            "candidates_by_source": self.candidates_by_source,
+            "first_verified_s": self.first_verified_s,
+        }
+        entries.update({name: value for name, value in steps.items() if value is not None})
+        if self.winner is not None:
+            entries.update(self.winner.to_json())
+        if self.note is not None:
+            entries["note"] = self.note
+        if self.schedule_search is not None:
+            entries.update(self.schedule_search.to_json())
+        if self.model is not None:
+            entries["model"] = self.model.to_json()
+        return entries
+
+
+@dataclass(frozen=True)
 class Report:
     """One `drtriton.report/1` report, serialised once by `to_json` (the contract: its keys and their order).
 
     status: verified | failed | no_candidate | applied | error; `message` says why when not verified.
-    timing, search, device, versions: the worker's and the pipeline's JSON, as they are.
+    search: how the kernel was found; None (written `{}`): no search ran in this session, e.g. for a kernel read
+    from the file.
+    timing, device, versions: the worker's and the pipeline's JSON, as they are.
     specialization: {guards: [{kind, name, ..., text}], runtime_args: [...]}: the values the kernels were
     generated for, each checked by the written dispatch at every call (any other value runs the original),
     and the scalars passed to the kernels at run time instead; None when nothing was captured.
@@ -109,7 +234,7 @@ class Report:
     correctness: Correctness | None
     timing: dict[str, Any] | None
     timing_note: str
-    search: dict[str, Any]
+    search: SearchSection | None
     kernel: KernelSection
     replaced_ops: list[str]
     kept_ops: list[str]
@@ -129,7 +254,7 @@ class Report:
             "correctness": self.correctness.to_json() if self.correctness else None,
             "timing": self.timing,
             "timing_note": self.timing_note,
-            "search": self.search,
+            "search": self.search.to_json() if self.search is not None else {},
             "kernel": self.kernel.to_json(),
             "replaced_ops": self.replaced_ops,
             "kept_ops": self.kept_ops,
@@ -148,7 +273,7 @@ def build_report(
     verdict: Verdict | None,
     timing: dict[str, Any] | None,
     timing_note: str,
-    search: dict[str, Any],
+    search: SearchSection | None,
     kernel_source: str | None,
     schedule: str | None,
     replaced_ops: list[str],

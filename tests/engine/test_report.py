@@ -4,12 +4,24 @@ verified winner (faster than eager, or untimed) is worth writing back.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from xml.etree import ElementTree
 
-from drtriton_lsp.engine.report import build_report, latency_text, one_line, to_markdown, worth_writing_back
+from drtriton_lsp.engine.report import (
+    ModelSearchEntry,
+    ScheduleSearchEntry,
+    SearchSection,
+    Winner,
+    build_report,
+    latency_text,
+    one_line,
+    to_markdown,
+    worth_writing_back,
+)
 from drtriton_lsp.engine.report_chart import timing_chart
 from drtriton_lsp.engine.verify import Verdict
+from drtriton_lsp.models.sources import COMPILER, COMPILER_ORIGIN, MODEL, Origin
 
 
 def report(status: str = "verified", speedup: float | None = None) -> dict:
@@ -50,30 +62,116 @@ def test_call_latency_reads_as_times_and_speedups_and_leaves_out_a_failed_torch_
 
 def test_the_markdown_report_says_when_the_sizes_were_fixed_at_capture():
     note = "torch.export could not leave the input sizes free (TypeError: ...); captured at the example sizes"
+    search = SearchSection(backend="compiler", candidates=0, verified=0, seconds=None, capture_note=note)
     built = build_report(
         file="model.py", target="Block", status="no_candidate", device={"kind": "cpu", "name": "CPU"}, verdict=None,
-        timing=None, timing_note="nothing was generated", search={"capture_note": note}, kernel_source=None,
-        schedule=None, replaced_ops=[], kept_ops=[],
+        timing=None, timing_note="nothing was generated", search=search, kernel_source=None, schedule=None,
+        replaced_ops=[], kept_ops=[],
     )
     assert f"| capture | {note} |" in to_markdown(built)
 
 
 def test_the_markdown_report_says_what_the_search_kept_and_when_its_budget_cut_it_short():
-    def with_search(search: dict) -> str:
+    def with_search(search: SearchSection) -> str:
         return to_markdown(build_report(
             file="model.py", target="Block", status="verified", device={"kind": "cuda", "name": "NVIDIA H200"},
             verdict=None, timing=None, timing_note="", search=search, kernel_source=None, schedule=None,
             replaced_ops=[], kept_ops=[],
         ))
 
-    finished = {"kept": "searched", "candidates": 14, "verified": 11, "fragments": [{}, {}], "stopped": ""}
+    finished = SearchSection(
+        backend="compiler+search", candidates=14, verified=11, seconds=None,
+        schedule_search=ScheduleSearchEntry(cached=False, stopped="", fragments=[{}, {}], kept="searched"),
+    )
     assert "| search | kept the searched schedule; 14 candidates, 11 verified, over 2 fragments |" in with_search(finished)
-    cut = {**finished, "kept": "default", "fragments": [{}], "stopped": "budget", "stages_s": {"search": 5.4}}
+    cut = dataclasses.replace(
+        finished, stages_s={"search": 5.4},
+        schedule_search=ScheduleSearchEntry(cached=False, stopped="budget", fragments=[{}], kept="default"),
+    )
     assert (
         "| search | kept the default schedule; 14 candidates, 11 verified, over 1 fragment; stopped at its time or "
         "candidate budget after 5.4 s |"
     ) in with_search(cut)
-    assert "| search |" not in with_search({"note": "not searched: ... there is no GPU"})
+    not_searched = SearchSection(
+        backend="compiler", candidates=1, verified=1, seconds=None, note="not searched: ... there is no GPU"
+    )
+    assert "| search |" not in with_search(not_searched)
+
+
+def test_the_search_section_writes_each_step_that_ran_and_leaves_out_the_steps_that_did_not():
+    def reported(search: SearchSection | None) -> dict:
+        return build_report(
+            file="model.py", target="Block", status="verified", device={"kind": "cuda", "name": "NVIDIA H200"},
+            verdict=None, timing=None, timing_note="", search=search, kernel_source=None, schedule=None,
+            replaced_ops=[], kept_ops=[],
+        )["search"]
+
+    assert reported(None) == {}  # a kernel read from the file: no search ran in this session
+    external = SearchSection(backend="external", candidates=1, verified=0, seconds=None)
+    assert reported(external) == {"backend": "external", "candidates": 1, "verified": 0, "seconds": None}
+
+    # filled in as optimize_target does: the compiler's kernel verified, a schedule search, then a model that wins
+    search = SearchSection(
+        backend="compiler", candidates=1, verified=0, seconds=0.0, stages_s={"capture": 1.5}, capture_note="",
+        candidates_by_source={COMPILER: 1},
+    )
+    search.verified, search.first_verified_s, search.winner = 1, 2.25, Winner(COMPILER_ORIGIN)
+    search.backend = "compiler+search"
+    search.candidates += 3
+    search.verified += 2
+    fragment = {"ops": ["aten.mm"], "chosen": "mm(block=64)", "pytorch_ms": 0.2, "chosen_ms": 0.1}
+    search.schedule_search = ScheduleSearchEntry(
+        cached=False, stopped="budget", fragments=[fragment], kept="default", end_to_end_ms=(0.5, None)
+    )
+    search.candidates_by_source[COMPILER] = search.candidates
+    search.backend += "+model"
+    search.model = ModelSearchEntry(
+        backend="openai", model="qwen", checkpoint="", kind="kernel", samples=2, turns=0, constrained=True,
+        unconstrained="", answers=2, verified=1, rejections=[{"reason": "malformed answer: no end line", "count": 1}],
+        stopped="", problem="", seconds=3.5,
+    )
+    search.candidates += 2
+    search.verified += 1
+    search.candidates_by_source[MODEL] = 2
+    search.winner = Winner(Origin(MODEL, "kernel", "openai", "qwen", sample=1, turn=0), ms=0.25, compiler_ms=0.5)
+    search.seconds = 9.75
+    assert reported(search) == {
+        "backend": "compiler+search+model", "candidates": 6, "verified": 4, "seconds": 9.75,
+        "stages_s": {"capture": 1.5}, "capture_note": "", "candidates_by_source": {"compiler": 4, "model": 2},
+        "first_verified_s": 2.25,
+        "winner": {"source": "model", "kind": "kernel", "backend": "openai", "model": "qwen", "sample": 1, "turn": 0},
+        "winner_ms": 0.25, "compiler_ms": 0.5,
+        "cached": False, "stopped": "budget", "fragments": [fragment], "kept": "default",
+        "default_ms": 0.5, "searched_ms": None,  # the searched program ran but was not timed: null, not absent
+        "model": {
+            "backend": "openai", "model": "qwen", "checkpoint": "", "kind": "kernel", "samples": 2, "turns": 0,
+            "constrained": True, "unconstrained": "", "answers": 2, "verified": 1,
+            "rejections": [{"reason": "malformed answer: no end line", "count": 1}], "stopped": "", "problem": "",
+            "seconds": 3.5,
+        },
+    }
+    assert "note" not in reported(search)
+
+    # the compiler's kernel kept, a search that found nothing new, and a model backend that could not be opened
+    search.winner = Winner(COMPILER_ORIGIN)
+    search.schedule_search = ScheduleSearchEntry(cached=True, stopped="", fragments=[], kept="default")
+    search.model = ModelSearchEntry.unopened("openai", "the model server did not answer")
+    written = reported(search)
+    assert written["winner"] == {"source": "compiler"}
+    assert written["model"] == {
+        "backend": "openai", "stopped": "unavailable", "problem": "the model server did not answer"
+    }
+    for absent in ("winner_ms", "compiler_ms", "default_ms", "searched_ms", "note"):
+        assert absent not in written
+
+    cpu = SearchSection(
+        backend="compiler", candidates=1, verified=1, seconds=1.0, winner=Winner(COMPILER_ORIGIN),
+        note="not searched: no GPU",
+    )
+    assert reported(cpu) == {
+        "backend": "compiler", "candidates": 1, "verified": 1, "seconds": 1.0, "winner": {"source": "compiler"},
+        "note": "not searched: no GPU",
+    }
 
 
 def test_the_markdown_report_shows_max_autotune_beside_torch_compile_when_it_was_timed():
@@ -83,7 +181,7 @@ def test_the_markdown_report_shows_max_autotune_beside_torch_compile_when_it_was
     }
     built = build_report(
         file="model.py", target="Block", status="verified", device={"kind": "cuda", "name": "NVIDIA H200"},
-        verdict=None, timing=timing, timing_note="", search={}, kernel_source=None, schedule=None, replaced_ops=[],
+        verdict=None, timing=timing, timing_note="", search=None, kernel_source=None, schedule=None, replaced_ops=[],
         kept_ops=[],
     )
     markdown = to_markdown(built)
@@ -97,7 +195,7 @@ def test_the_markdown_report_says_where_the_verification_time_went():
     verdict = Verdict(True, None, "", trials=6, passed=6, seconds={"candidate load": 0.9, "primary trials": 0.62})
     built = build_report(
         file="model.py", target="Block", status="verified", device={"kind": "cpu", "name": "CPU"}, verdict=verdict,
-        timing=None, timing_note="no GPU", search={}, kernel_source=None, schedule=None, replaced_ops=[], kept_ops=[],
+        timing=None, timing_note="no GPU", search=None, kernel_source=None, schedule=None, replaced_ops=[], kept_ops=[],
     )
     assert built["correctness"]["seconds"] == {"candidate load": 0.9, "primary trials": 0.62}
     assert "| verification time | 1.52 s: candidate load 0.90 s, primary trials 0.62 s |" in to_markdown(built)

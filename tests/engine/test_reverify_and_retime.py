@@ -19,7 +19,7 @@ from drtriton_lsp.engine.pipeline import (
     retime_outcome,
     reverify_outcome,
 )
-from drtriton_lsp.engine.report import build_report, one_line, to_markdown, worth_writing_back
+from drtriton_lsp.engine.report import SearchSection, build_report, one_line, to_markdown, worth_writing_back
 from drtriton_lsp.engine.session import WorkerSession
 from drtriton_lsp.engine.verify import Verdict
 from drtriton_lsp.errors import DrtritonError
@@ -56,7 +56,7 @@ def stored_outcome(candidate: str = "good", *, status: str = "verified", device=
         verdict=verdict,
         timing=timing,
         timing_note="" if timing else "no GPU",
-        search={"backend": "compiler", "candidates": 1, "verified": 1, "seconds": 1.0},
+        search=SearchSection(backend="compiler", candidates=1, verified=1, seconds=1.0),
         kernel_source=(VERIFY_FIXTURES / f"{candidate}.py").read_text(),
         schedule="schedule v1",
         replaced_ops=["aten.mul", "aten.add", "aten.relu"],

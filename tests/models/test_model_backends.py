@@ -184,7 +184,7 @@ def test_noise_is_rejected_with_the_parsers_message_and_fed_back_for_a_turn(exam
     for candidate in search.candidates:
         prefix = "malformed answer: " if candidate.origin.kind == "kernel" else "invalid script: "
         assert candidate.reason.startswith(prefix) and candidate.source is None
-    summary = search.summary()
+    summary = search.summary().to_json()
     assert summary["answers"] == 4 and summary["rejections"] and summary["backend"] == "openai"
 
 
@@ -219,7 +219,7 @@ def test_a_server_without_structured_outputs_is_asked_again_without_and_the_repo
                              samples=2, turns=0)
     search = run_model_search(open_backend(settings, None), settings, example.builder(), lambda candidates: None)
     assert search.stopped == "" and len(search.candidates) == 2
-    summary = search.summary()
+    summary = search.summary().to_json()
     assert summary["constrained"] is False
     assert "refused structured outputs" in summary["unconstrained"]
     assert "Unrecognized request argument supplied: structured_outputs" in summary["unconstrained"]
