@@ -70,20 +70,20 @@ class Target:
 
 
 FAST_JUDGE_TESTS = (
-    "tests/engine/test_float64_arbiter.py", "tests/engine/test_tolerances.py", "tests/engine/test_judge_helpers.py",
-    "tests/engine/test_candidate_process.py",
+    "tests/worker/test_float64_arbiter.py", "tests/worker/test_tolerances.py", "tests/worker/test_judge_helpers.py",
+    "tests/worker/test_candidate_process.py",
 )
 # the judge with the candidate's side in the test's process: the verifier's fixtures in about 35 s
-IN_PROCESS_JUDGE = "tests/engine/test_judge_in_process.py"
+IN_PROCESS_JUDGE = "tests/worker/test_judge_in_process.py"
 VERIFY_TESTS = ("tests/engine/test_verify.py", "-k", "not hanging and not memory_hog and not reference_itself")
 
 TARGETS: dict[str, Target] = {
     "tolerances": Target(
         "drtriton_lsp/worker/tolerances.py",
-        ("tests/engine/test_tolerances.py", "tests/engine/test_float64_arbiter.py", "tests/engine/test_op_audit.py"),
+        ("tests/worker/test_tolerances.py", "tests/worker/test_float64_arbiter.py", "tests/worker/test_op_audit.py"),
     ),
     "op_audit": Target(
-        "drtriton_lsp/worker/op_audit.py", ("tests/engine/test_op_audit.py",),
+        "drtriton_lsp/worker/op_audit.py", ("tests/worker/test_op_audit.py",),
         note="worker-process tests (tests/engine/test_verify.py, test_adversarial.py) left out for time",
     ),
     "candidate_policy": Target("drtriton_lsp/engine/candidate_policy.py", ("tests/engine/test_candidate_policy.py",),
@@ -94,17 +94,17 @@ TARGETS: dict[str, Target] = {
              "test_adversarial.py, which start two interpreters per verification",
     ),
     "candidate_host": Target(
-        "drtriton_lsp/worker/candidate_host.py", ("tests/engine/test_candidate_host.py", IN_PROCESS_JUDGE),
+        "drtriton_lsp/worker/candidate_host.py", ("tests/worker/test_candidate_host.py", IN_PROCESS_JUDGE),
         seconds=300.0,
         note="the process boundary is also exercised by test_verify.py and test_adversarial.py (left out for time)",
     ),
     "verify": Target("drtriton_lsp/engine/verify.py", VERIFY_TESTS, seconds=300.0,
                      note="each mutant starts verify workers: tests/engine/test_verify.py, about a minute"),
     "triton_launches": Target(
-        "drtriton_lsp/worker/triton_launches.py", ("tests/engine/test_op_audit.py", IN_PROCESS_JUDGE), seconds=300.0,
+        "drtriton_lsp/worker/triton_launches.py", ("tests/worker/test_op_audit.py", IN_PROCESS_JUDGE), seconds=300.0,
     ),
     "bench": Target(
-        "drtriton_lsp/worker/benchmark.py", ("tests/test_bench.py", "tests/engine/test_bench_timing.py", "-m", "not slow"),
+        "drtriton_lsp/worker/benchmark.py", ("tests/test_bench.py", "tests/worker/test_bench_timing.py", "-m", "not slow"),
         note="run_benchmark and run_candidate_timing need CUDA (left out: tests/engine/test_gpu.py covers them on the "
              "GPU machine); the timing loops run here on a simulated device",
         left_out=("run_benchmark", "run_candidate_timing"),
@@ -165,18 +165,18 @@ CASES = (
     Case("float16 and bfloat16 tolerances loosened tenfold", "drtriton_lsp/worker/tolerances.py",
          'torch.float16: {"atol": 1e-2, "rtol": 1e-2},\n    torch.bfloat16: {"atol": 1e-2, "rtol": 1e-2},',
          'torch.float16: {"atol": 1e-1, "rtol": 1e-1},\n    torch.bfloat16: {"atol": 1e-1, "rtol": 1e-1},',
-         ("tests/engine/test_tolerances.py",
-          "tests/engine/test_judge_in_process.py::test_a_half_precision_result_three_tolerances_off_is_rejected")),
+         ("tests/worker/test_tolerances.py",
+          "tests/worker/test_judge_in_process.py::test_a_half_precision_result_three_tolerances_off_is_rejected")),
     Case("fresh-memory poisoning disabled", "drtriton_lsp/worker/op_audit.py",
          "    if tensor.is_floating_point() or tensor.is_complex():\n        tensor.normal_(",
          "    return\n    if tensor.is_floating_point() or tensor.is_complex():\n        tensor.normal_(",
-         ("tests/engine/test_op_audit.py",)),
+         ("tests/worker/test_op_audit.py",)),
     Case("the L2 flush removed from the latency loop", "drtriton_lsp/worker/benchmark.py",
          "        flush_buffer.zero_()\n        start, end = ", "        start, end = ",
-         ("tests/engine/test_bench_timing.py",)),
+         ("tests/worker/test_bench_timing.py",)),
     Case("the L2 flush removed from the queued (device time) loop", "drtriton_lsp/worker/benchmark.py",
          "        flush_buffer.zero_()\n        start.record()", "        start.record()",
-         ("tests/engine/test_bench_timing.py",)),
+         ("tests/worker/test_bench_timing.py",)),
 )
 CASES_RECORD = REPO / "benchmarks" / "results" / "mutation_cases.json"
 
