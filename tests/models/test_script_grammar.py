@@ -63,11 +63,18 @@ def test_every_script_the_compiler_and_the_search_write_is_in_the_grammar(graph)
     assert grammar.finished(answer) and not grammar.finished(answer[: answer.index(formats.END_LINE)])
 
 
-# What the compiler says of ops placed twice, not at all, or out of order: never said of a held answer.
+# What the compiler says of ops placed twice, not at all, out of order, or in a template that cannot compute them (or
+# a kernel without the op its template is built around): never said of a held answer.
 PLACEMENT_ERRORS = (
     "the graph has no op", "already scheduled", "ops not scheduled", "listed twice", "never scheduled",
-    "which no earlier line computes", "in graph order",
+    "which no earlier line computes", "in graph order", "cannot be computed by this template", "is not elementwise",
+    "needs exactly one", "is neither elementwise nor a reduction",
 )
+
+
+def without_templates(constraint: ScriptConstraint) -> ScriptConstraint:
+    """The same placement rules with any op allowed in any kernel: for tests of placement alone."""
+    return ScriptConstraint(script_line_pattern(constraint.ops), constraint.ops, constraint.reads)
 
 
 @pytest.mark.parametrize("graph", GRAPHS, ids=IDS)
@@ -99,7 +106,7 @@ def test_an_answer_in_the_grammar_parses_and_the_token_check_accepts_it_when_it_
 )
 def test_what_the_parser_refuses_the_grammar_refuses_piece_by_piece(answer):
     graph = GRAPHS[0]
-    constraint = script_constraint(graph)
+    constraint = without_templates(script_constraint(graph))
     text = answer.format(op=constraint.ops[0], all="".join(f"keep {op}\n" for op in constraint.ops))
     assert re.fullmatch(answer_pattern(constraint.line), text) is None
     assert not accepted_piece_by_piece(ScriptGrammar(constraint), text)
@@ -119,7 +126,7 @@ def test_what_the_parser_refuses_the_grammar_refuses_piece_by_piece(answer):
 )
 def test_placing_ops_twice_not_at_all_or_out_of_order_is_beyond_the_pattern_and_refused(answer, compiler_says):
     graph = GRAPHS[0]
-    constraint = script_constraint(graph)
+    constraint = without_templates(script_constraint(graph))
     first, *rest = constraint.ops
     text = answer.format(
         first=first, last=rest[-1], rest="".join(f"keep {op}\n" for op in rest),
@@ -154,11 +161,15 @@ def ops_of(line: str) -> list[str]:
 
 def follows_the_placement_rules(prefix: str, constraint) -> bool:
     """The rules as a reader states them, for any prefix of an answer: each op is named once; a kernel names its ops in
-    graph order; an op is named only after every op it reads (on an earlier line, or earlier in the same kernel); the
+    graph order; an op is named only after every op it reads (on an earlier line, or earlier in the same kernel); a
+    kernel names only ops its template can hold, and the one op its template is built around (a row kernel: at least
+    one reduction; an op list still being written: one that can still come, through elementwise ops that can); the
     end line (or a start of it) comes only after every op is named, and then nothing else; and a name being written
-    can still become an op that may come there."""
+    (an op's or a template's) can still become one that may come there."""
     position = {op: number for number, op in enumerate(constraint.ops)}
     reads = dict(zip(constraint.ops, constraint.reads))
+    holds = dict(zip(constraint.ops, constraint.templates))
+    anchor = dict(zip(constraint.ops, constraint.anchors))
     *finished, current = prefix.split("\n")
     if formats.END_LINE in finished:
         return finished.index(formats.END_LINE) == len(finished) - 1 and current == "" and ending_is_allowed(
@@ -172,23 +183,61 @@ def follows_the_placement_rules(prefix: str, constraint) -> bool:
             and set(reads[op]) <= set(named) | set(line_names)
         )
 
+    def centre_of(template: str) -> str | None:
+        return None if template == "pointwise" else "reduce" if template == "row" else template
+
+    def can_get_centre(template: str, line_names: list[str]) -> bool:
+        centre = centre_of(template)
+        if (centre is None and line_names) or (centre is not None and any(anchor[op] == centre for op in line_names)):
+            return True
+        def leads_to_centre(op: str) -> bool:
+            return centre is None or anchor[op] == centre or (
+                anchor[op] == "" and can_get_centre(template, [*line_names, op]))
+
+        return any(may_follow(op, line_names) and template in holds[op] and leads_to_centre(op) for op in constraint.ops)
+
+    def kernel_allows(template: str | None, line_names: list[str], closed: bool) -> bool:
+        if template is None or not constraint.templates:
+            return True
+        if not all(template in holds[op] for op in line_names):
+            return False
+        centre = centre_of(template)
+        if centre is None:
+            return True
+        centres = [op for op in line_names if anchor[op] == centre]
+        reductions = [op for op in line_names if anchor[op] == "reduce"]
+        if template != "row" and (len(centres) > 1 or (centre != "reduce" and len(reductions) > 1)):
+            return False
+        return bool(centres) or (not closed and can_get_centre(template, line_names))
+
     for line in finished:
         line_names: list[str] = []
         for op in ops_of(line):
             if not may_follow(op, line_names):
                 return False
             line_names.append(op)
+        words = line.split(" ")
+        if not kernel_allows(words[1] if words[0] == "kernel" else None, line_names, closed=True):
+            return False
         named += line_names
     if set(named) == set(constraint.ops):
         return formats.END_LINE.startswith(current)
     if current and formats.END_LINE.startswith(current):
         return False  # the end line before every op is named
     words = current.split(" ")
+    templates = sorted({name for names in constraint.templates for name in names})
+    if constraint.templates and words[0] == "kernel" and len(words) == 2:
+        return any(name.startswith(words[1]) and can_get_centre(name, []) for name in templates)
+    if constraint.templates and len(words) == 1 and words[0] and "kernel".startswith(words[0]) and not (
+            "keep".startswith(words[0])):
+        return any(can_get_centre(name, []) for name in templates)
     being_written = None
     line_names = []
+    template = None
     if words[0] == "keep" and len(words) == 2:
         being_written = words[1]
     elif words[0] == "kernel" and len(words) >= 3:
+        template = words[1]
         *line_names, last = words[2].split(",")
         if len(words) > 3:
             line_names.append(last)
@@ -199,8 +248,11 @@ def follows_the_placement_rules(prefix: str, constraint) -> bool:
         if not may_follow(op, checked):
             return False
         checked.append(op)
+    if not kernel_allows(template, checked, closed=len(words) > 3):
+        return False
     return being_written is None or any(
-        op.startswith(being_written) and may_follow(op, checked) for op in constraint.ops
+        op.startswith(being_written) and may_follow(op, checked) and kernel_allows(template, [*checked, op], False)
+        for op in constraint.ops
     )
 
 
@@ -243,3 +295,39 @@ def test_a_kernel_names_its_ops_in_graph_order_even_when_neither_reads_the_other
     assert not grammar.allows("kernel pointwise mul,", "add")
     assert not grammar.allows("", "kernel pointwise mul,add block=256 warps=4\n")
     assert not grammar.allows("", "keep add_1\n")  # before the ops it reads
+
+
+POOL_PARAMETERS = "strategy=direct block=256 window=16 warps=4"
+
+
+@pytest.mark.parametrize(
+    "answer, compiler_says",
+    [
+        # a pool op in an elementwise kernel
+        ("kernel pointwise avg_pool2d block=256 warps=4\nkeep add\nkeep conv2d\nkeep avg_pool1d\nkeep var\n### end\n",
+         "is not elementwise"),
+        # two pool ops in one pool kernel
+        (f"kernel pool avg_pool2d,add,avg_pool1d {POOL_PARAMETERS}\nkeep conv2d\nkeep var\n### end\n",
+         "needs exactly one"),
+        # a pool kernel without a pool op
+        (f"keep avg_pool2d\nkernel pool add {POOL_PARAMETERS}\nkeep conv2d\nkeep avg_pool1d\nkeep var\n### end\n",
+         "needs exactly one"),
+    ],
+)
+def test_a_template_asked_for_ops_it_cannot_compute_is_refused(answer, compiler_says):
+    graph = GRAPHS[0]  # avg_pool2d, add, avg_pool1d, conv2d (no template computes it), var (a reduction)
+    grammar = ScriptGrammar(script_constraint(graph))
+    assert not accepted_piece_by_piece(grammar, answer) and not grammar.allows("", answer)
+    assert compiler_says in formats.parse_script_answer(answer, graph).error
+    assert accepted_piece_by_piece(grammar, formats.script_completion(default_script(graph)))
+
+
+def test_a_kernel_is_started_only_where_its_template_can_still_get_the_op_it_is_built_around():
+    grammar = ScriptGrammar(script_constraint(GRAPHS[0]))
+    assert grammar.allows("keep avg_pool2d\n", f"kernel pool add,avg_pool1d {POOL_PARAMETERS}\n")
+    assert grammar.allows("keep avg_pool2d\n", "kernel pool add,")  # avg_pool1d can still come
+    assert not grammar.allows("keep avg_pool2d\n", "kernel pool add ")  # the op list closed without a pool op
+    both_kept = "keep avg_pool2d\nkeep avg_pool1d\n"
+    assert grammar.allows(both_kept, "kernel poi") and not grammar.allows(both_kept, "kernel poo")  # no pool op left
+    assert not grammar.allows("", "kernel r")  # var (reduce, row) reads conv2d, which only a keep line places
+    assert not re.fullmatch(script_constraint(GRAPHS[0]).line, "kernel conv conv2d block=64")
