@@ -17,6 +17,7 @@ from typing import Any, Callable
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
+from drtriton_lsp.models.script_grammar import ScriptConstraint, ScriptGrammar, script_constraint
 
 from drtriton_training.curriculum import Curriculum, CurriculumSampler
 from drtriton_training.evaluate import Sampler, level_summary
@@ -231,7 +232,8 @@ def measure_level(model, tokenizer, programs: list[RlProgram], reward: Decoupled
     was_training = model.training
     model.eval()
     completions = [sampler.complete(program.prompt, recipe.eval_samples, recipe.eval_temperature,
-                                    recipe.max_completion_length) for program in programs]
+                                    recipe.max_completion_length, constraint=rollout_constraint(program, recipe))
+                   for program in programs]
     if was_training:
         model.train()
     pairs = [(program.hash, completion) for program, answers in zip(programs, completions) for completion in answers]
@@ -247,11 +249,19 @@ def measure_level(model, tokenizer, programs: list[RlProgram], reward: Decoupled
     return level_summary(records, recipe.eval_samples)
 
 
+def rollout_constraint(program: RlProgram, recipe: RlRecipe) -> ScriptConstraint | None:
+    """What a rollout for `program` is held to while sampled: the script grammar of its graph, as the product samples
+    the model (`recipe.constrained`, script writers only), else nothing."""
+    if not recipe.constrained or recipe.kind != "script":
+        return None
+    return script_constraint(OpGraph.from_json(program.graph))
+
+
 def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_log, checkpoints, started):
     """The GRPOTrainer (DRPO's subclass for "drpo") with the curriculum's sampler, its callbacks and the time limit."""
     import torch
     from datasets import Dataset
-    from transformers import AutoTokenizer, TrainerCallback
+    from transformers import AutoTokenizer, LogitsProcessorList, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from drtriton_training.drpo import DrpoTrainer
@@ -297,8 +307,32 @@ def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_l
         ignore_data_skip=True,  # the curriculum's sampler draws afresh; replaying consumed batches means nothing
     )
 
+    grammars = {program.prompt: ScriptGrammar(constraint) for program in train
+                if (constraint := rollout_constraint(program, recipe)) is not None}
+
     class CurriculumTraining:
-        """Prompts from the curriculum's sampler; checkpoints in shards of `max_shard_size`."""
+        """Prompts from the curriculum's sampler; rollouts held to their program's script grammar (as the product
+        samples the model: a free rollout is mostly an unparseable script, which teaches nothing); checkpoints in
+        shards of `max_shard_size`."""
+
+        def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+            if not grammars or self.use_vllm:
+                return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+            from drtriton_lsp.models.constrained_sampling import ConstrainedAnswers
+
+            rows = [grammars.get(self.processing_class.decode(ids, skip_special_tokens=True)) for ids in prompt_ids]
+            model = self.accelerator.unwrap_model(self.model_wrapped)
+            free_generate = model.generate
+
+            def held_generate(**inputs):  # trl's transformers path calls generate(**inputs, generation_config=...)
+                processor = ConstrainedAnswers(self.processing_class, rows, inputs["input_ids"].shape[1])
+                return free_generate(**inputs, logits_processor=LogitsProcessorList([processor]))
+
+            model.generate = held_generate
+            try:
+                return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+            finally:
+                del model.generate
 
         def _get_train_sampler(self, dataset=None):
             return CurriculumSampler(
