@@ -43,6 +43,7 @@ from drtriton_lsp.engine.search import (
 from drtriton_lsp.engine.session import WorkerSession
 from drtriton_lsp.engine.verify import user_input_shapes, verify_candidate, worker_environment
 from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.models.answer_cache import ANSWERS_FOLDER, CachingBackend
 from drtriton_lsp.models.backends import ModelUnavailable, open_backend
 from drtriton_lsp.models.settings import ModelSettings
 from drtriton_lsp.models.sources import COMPILER, COMPILER_ORIGIN, MODEL
@@ -549,6 +550,8 @@ def _model_search(
         search.model = ModelSearchEntry.unopened(options.model.backend, unavailable.message)
         session.step(f"model: {unavailable.message}; going on with the compiler's candidates")
         return compiler
+    if backend.checkpoint:  # a local checkpoint: its answers are kept beside the search's results
+        backend = CachingBackend(backend, (options.search_cache or default_cache_directory()) / ANSWERS_FOLDER)
     compiler_verified = compiler is not None and compiler.verdict.verified
     measurer = WorkerModelMeasurer(
         task, session, device=device, trials=options.trials, input_shapes=user_input_shapes(graph),
@@ -557,6 +560,8 @@ def _model_search(
     builder = CandidateBuilder(task, graph, guards, prefix, forward_params)
     result = run_model_search(backend, options.model, builder, measurer, progress=session.step, cancel=session.cancel)
     search.model = result.summary()
+    if isinstance(backend, CachingBackend):
+        search.model = dataclasses.replace(search.model, cached=backend.answered_from_cache)
     search.candidates += len(result.candidates)
     search.verified += result.verified
     search.candidates_by_source[MODEL] = len(result.candidates)

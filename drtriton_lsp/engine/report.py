@@ -138,8 +138,8 @@ class ModelSearchEntry:
     """The report's `search.model`: which model (backend, model: its name or directory, checkpoint: a content hash
     or ""), what it was asked (kind, samples, turns; constrained: answers held to the script grammar while sampled,
     unconstrained: why the backend could not hold them, or ""), what came of its answers (answers, verified,
-    rejections: [{reason, count}]), why it stopped ("" done, "cancelled", "unavailable"), what went wrong ("" none)
-    and its seconds. A backend that could not be opened has only backend, stopped and problem (see `unopened`): the
+    rejections: [{reason, count}]), why it stopped ("" done, "cancelled", "unavailable"), what went wrong ("" none),
+    its seconds, and for a local checkpoint how many requests its answer cache answered (cached). A backend that could not be opened has only backend, stopped and problem (see `unopened`): the
     entries left None are left out of the JSON."""
 
     backend: str
@@ -156,6 +156,7 @@ class ModelSearchEntry:
     stopped: str
     problem: str
     seconds: float | None = None
+    cached: int | None = None
 
     @classmethod
     def unopened(cls, backend: str, problem: str) -> ModelSearchEntry:
@@ -469,6 +470,8 @@ def _source_rows(search: dict[str, Any]) -> list[tuple[str, str]]:
     elif model.get("stopped"):
         model_text += f" (stopped: {model['stopped']})"
     rows.append(("model", model_text))
+    if model.get("cached"):
+        rows.append(("model answers from the cache", f"{model['cached']} requests (verified and timed afresh)"))
     if model.get("unconstrained"):
         rows.append(("script answers unconstrained", model["unconstrained"]))
     rows += [(f"model answer rejected (x{entry['count']})", entry["reason"]) for entry in model.get("rejections", [])]

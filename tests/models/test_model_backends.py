@@ -23,6 +23,7 @@ from drtriton_lsp.engine.model_search import CandidateBuilder, WorkerModelMeasur
 from drtriton_lsp.engine.session import WorkerLimits, WorkerSession
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
+from drtriton_lsp.models.answer_cache import ANSWERS_FOLDER, CachingBackend
 from drtriton_lsp.models.backends import (
     CheckpointBackend,
     ModelUnavailable,
@@ -31,7 +32,7 @@ from drtriton_lsp.models.backends import (
     backend_status,
     open_backend,
 )
-from drtriton_lsp.models.script_grammar import ScriptGrammar, answer_pattern, script_constraint
+from drtriton_lsp.models.script_grammar import ScriptConstraint, ScriptGrammar, answer_pattern, script_constraint
 from drtriton_lsp.models.settings import ModelSettings, parse_model_settings
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
 from drtriton_lsp.source.extract import extract_task
@@ -290,6 +291,68 @@ def test_optimize_with_a_local_checkpoint_verifies_the_models_answers_beside_the
     assert any(entry["reason"].startswith("rejected by the verifier") for entry in model["rejections"])
     # without a GPU nothing is timed, so the compiler's verified kernel stays
     assert search["winner"] == {"source": "compiler"}
+
+
+@pytest.mark.slow
+def test_a_local_checkpoints_answers_are_kept_and_a_repeated_request_is_answered_from_them(example, answering_model,
+                                                                                            tmp_path):
+    """The same optimize twice with one cache: the second asks the model nothing, and its answers are verified anew."""
+    cache = tmp_path / "cache"
+    reports = []
+    for run in ("first", "again"):
+        report_path = tmp_path / f"{run}.json"
+        assert cli.main([
+            "optimize", str(example.path), "--device", "cpu", "--trials", "2", "--model", str(answering_model),
+            "--model-kind", "both", "--samples", "2", "--turns", "1", "--search-cache", str(cache),
+            "--json", str(report_path),
+        ]) == cli.EXIT_OK
+        reports.append(json.loads(report_path.read_text())["search"])
+    first, again = reports
+    assert "cached" not in first["model"] or first["model"]["cached"] == 0
+    assert again["model"]["cached"] == 2  # both turns' requests
+    for key in ("candidates_by_source", "winner"):
+        assert again[key] == first[key]
+    assert again["model"]["verified"] == first["model"]["verified"] == 2
+    assert len(list((cache / ANSWERS_FOLDER).glob("*.json"))) == 2
+
+
+class CountingBackend:
+    """A backend that answers every prompt with its text reversed and counts the requests it was asked."""
+
+    name, model, checkpoint, unconstrained = "transformers", "/m", "sha256:0", ""
+
+    def __init__(self):
+        self.requests = 0
+
+    def problem(self) -> str:
+        return ""
+
+    def complete(self, prompts, sampling, cancel=None, constraints=None):
+        self.requests += 1
+        return [[prompt[::-1]] * sampling.samples for prompt in prompts]
+
+
+def test_the_answer_cache_keys_everything_an_answer_depends_on_and_asks_again_for_a_damaged_entry(tmp_path):
+    inner = CountingBackend()
+    cached = CachingBackend(inner, tmp_path)
+    assert cached.complete(["a", "b"], Sampling(2)) == [["a", "a"], ["b", "b"]]
+    assert cached.complete(["a", "b"], Sampling(2)) == [["a", "a"], ["b", "b"]]
+    assert (inner.requests, cached.answered_from_cache) == (1, 1)
+    constraint = ScriptConstraint("(keep x)", ("x",))
+    for different in (["a"], ["a", "c"]):
+        cached.complete(different, Sampling(2))
+    cached.complete(["a", "b"], Sampling(2, temperature=0.5))
+    cached.complete(["a", "b"], Sampling(2, seed=1))
+    cached.complete(["a", "b"], Sampling(2), constraints=[constraint, None])
+    assert inner.requests == 6
+    other_checkpoint = CachingBackend(CountingBackend(), tmp_path)
+    other_checkpoint.checkpoint = "sha256:1"
+    other_checkpoint.complete(["a", "b"], Sampling(2))
+    assert other_checkpoint.backend.requests == 1
+    for entry in tmp_path.glob("*.json"):
+        entry.write_text("[")  # damaged: asked again, and kept anew
+    assert cached.complete(["a", "b"], Sampling(2)) == [["a", "a"], ["b", "b"]] and inner.requests == 7
+    assert cached.complete(["a", "b"], Sampling(2)) and inner.requests == 7
 
 
 @pytest.mark.slow
