@@ -213,10 +213,12 @@ def _task_line_of(error: BaseException, task_file: Path | None) -> int | None:
 
 @dataclass(frozen=True)
 class Capture:
-    """A captured graph; static_note: "" when export was offered free sizes, else a sentence for the report saying
-    that export with free sizes failed and the graph holds the example sizes only (see `Export.static_because`)."""
+    """A captured graph and its ops' schemas (as `aten_schemas.remember` reads them); static_note: "" when export was
+    offered free sizes, else a sentence for the report saying that export with free sizes failed and the graph holds
+    the example sizes only (see `Export.static_because`)."""
 
     graph: OpGraph
+    schemas: dict[str, Any]
     static_note: str = ""
 
 
@@ -235,14 +237,15 @@ def capture(model: torch.nn.Module, args: tuple, task_file: Path | None = None, 
         exported = functional_program(exported) or exported
     fold_decomposed_norms(exported.graph_module)
     graph = graph_from_exported(exported, task_file, user_input_names(model, args))
-    aten_schemas.remember(schemas_of(graph))  # this process can plan what it captured, as a caller given the graph
+    schemas = schemas_of(graph)
+    aten_schemas.remember(schemas)  # this process can plan what it captured, as a caller given the graph
     note = ""
     if export.static_because:
         note = (
             f"torch.export could not leave the input sizes free ({export.static_because}); captured at the example "
             "sizes, so the kernels are specialised to them and verified at them only"
         )
-    return Capture(graph, note)
+    return Capture(graph, schemas, note)
 
 
 def user_input_names(model: torch.nn.Module, args: tuple) -> list[str | None]:

@@ -15,7 +15,6 @@ from drtriton_lsp.errors import CaptureError
 from drtriton_lsp.task import Task
 from drtriton_lsp.worker.capture import capture, capture_graph
 from drtriton_lsp.worker.devices import describe_devices
-from drtriton_lsp.worker.op_schemas import schemas_of
 from drtriton_lsp.worker.specialization import record_guards
 from drtriton_lsp.worker.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
 
@@ -60,7 +59,7 @@ def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict
     return {
         "graph": graph.to_json(), "guards": guards, "devices": describe_devices(), "capture_note": captured.static_note,
         # the signatures of the graph's ops, so the caller plans and lowers kernels without importing torch
-        "schemas": schemas_of(graph),
+        "schemas": captured.schemas,
     }
 
 
