@@ -146,6 +146,9 @@ class Host:
             "outputs_hold_triton_values": [
                 isinstance(value, torch.Tensor) and audit.holds_triton_values(value) for value in outputs
             ],
+            "outputs_computed_here": [
+                isinstance(value, torch.Tensor) and audit.holds_computed_values(value) for value in outputs
+            ],
             "broken_guards": audit.broken_guards() + [buffer.description for buffer in self.placed_buffers
                                                       if not buffer.intact()],
             "modified_inputs": [

@@ -690,6 +690,17 @@ class Judge:
             "pytorch_ops_run_by_candidate": dict(kept),
             "reference_ops": dict(reference_ops),
         }
+        # an output that takes computing (not an input's values again, not a fill) but holds values neither Triton nor
+        # PyTorch computed in the forward was computed elsewhere (plain Python, numpy) and moved in
+        outside = [
+            index for index, (value, here) in enumerate(zip(expected, answer["outputs_computed_here"]))
+            if not here and takes_computing(value, arguments)
+        ]
+        if reference_ops and outside:
+            raise Rejected(
+                "reference_in_pytorch",
+                f"output {outside[0]} holds values computed outside PyTorch and Triton (on the host) and moved in",
+            )
         # wherever the maths ran instead (PyTorch, numpy, plain Python on the host), no output holds Triton's values;
         # unless no output takes computing (min(x, x), x - x): then a kernel that moves data is a correct one
         if (kept or reference_ops) and not any(answer["outputs_hold_triton_values"]) and any(
@@ -823,7 +834,7 @@ def _checked_call_answer(answer: dict[str, Any]) -> dict[str, Any]:
     """The candidate process's answer to a call, with every field of the expected type (else protocol_violation)."""
     expected_types = {
         "outputs": list, "launches": int, "kernels": dict, "torch_ops": dict, "outputs_hold_triton_values": list,
-        "broken_guards": list, "modified_inputs": list, "seconds": (int, float),
+        "outputs_computed_here": list, "broken_guards": list, "modified_inputs": list, "seconds": (int, float),
     }
     for key, kind in expected_types.items():
         if not isinstance(answer.get(key), kind) or isinstance(answer.get(key), bool):
@@ -835,8 +846,10 @@ def _checked_call_answer(answer: dict[str, Any]) -> dict[str, Any]:
             raise Rejected("protocol_violation", "an output it described in an unknown way")
         if output["kind"] == "unsupported":
             raise Rejected("wrong_result", f"the forward returned {str(output.get('type'))[:100]}, not a plain tensor")
-    if not all(type(flag) is bool for flag in answer["outputs_hold_triton_values"]):
+    if not all(type(flag) is bool for flag in [*answer["outputs_hold_triton_values"], *answer["outputs_computed_here"]]):
         raise Rejected("protocol_violation", "its audit flags are not booleans")
+    if len(answer["outputs_computed_here"]) != len(answer["outputs"]):
+        raise Rejected("protocol_violation", "its audit flags are not one per output")
     answer["broken_guards"] = [str(item)[:200] for item in answer["broken_guards"]]
     return answer
 

@@ -136,13 +136,16 @@ class CandidateAudit(OpRecorder):
     - compute_ops: the PyTorch compute ops it ran outside Triton launches;
     - every buffer allocated by a factory is guarded (see GuardedBuffer) and, when unfilled, poisoned (see poison);
     - made_by_triton: storages (by data pointer) whose values a Triton launch computed, carried through PyTorch ops
-      that read them; a launch that only copies values it read carries its sources' state instead.
+      that read them; a launch that only copies values it read carries its sources' state instead;
+    - computed_here: storages whose values a Triton launch or a PyTorch compute op computed in the forward (or that
+      were derived from such values), not values made elsewhere (plain Python on the host, numpy) and moved in.
     """
 
     poison_seed: int = 0
     track_triton_values: bool = False
     buffers: list[GuardedBuffer] = field(default_factory=list)
     made_by_triton: dict[int, bool] = field(default_factory=dict)
+    computed_here: dict[int, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         OpRecorder.__init__(self)
@@ -171,13 +174,14 @@ class CandidateAudit(OpRecorder):
                 else:
                     guarded.copy_(made)
                 del made
-            self._mark(guarded, False)
+            self._mark(guarded, False, False)
             return guarded
-        if is_compute(func):
+        computes = is_compute(func)
+        if computes:
             self.compute_ops[op_name(func)] += 1
         result = func(*args, **kwargs)
         if self.track_triton_values:
-            self._carry(packet, args, kwargs, result)
+            self._carry(packet, computes, args, kwargs, result)
         return result
 
     @contextlib.contextmanager
@@ -189,25 +193,30 @@ class CandidateAudit(OpRecorder):
         finally:
             self.paused = was
 
-    def _carry(self, packet: str, args, kwargs, result) -> None:
-        """A PyTorch op's results hold Triton-computed values when any tensor it read does; an op that overwrites
-        its first argument takes the state of what it wrote there."""
+    def _carry(self, packet: str, computes: bool, args, kwargs, result) -> None:
+        """A PyTorch op's results hold Triton-computed values when any tensor it read does, and values computed here
+        when it computes or any tensor it read holds them; an op that overwrites its first argument takes the state of
+        what it wrote there."""
         read = [value for value in _tensors((args, {k: v for k, v in kwargs.items() if k != "out"}))]
         if packet in OVERWRITING_OPS and read:
             source = read[1:] if packet == "copy_" else []
-            self._mark(read[0], any(self.holds_triton_values(t) for t in source))
+            self._mark(read[0], any(self.holds_triton_values(t) for t in source),
+                       any(self.holds_computed_values(t) for t in source))
             return
-        state = any(self.holds_triton_values(t) for t in read)
-        for value in _tensors(result):
-            self._mark(value, state)
-        for value in _tensors(kwargs.get("out")):
-            self._mark(value, state)
+        triton = any(self.holds_triton_values(t) for t in read)
+        computed = computes or any(self.holds_computed_values(t) for t in read)
+        for value in [*_tensors(result), *_tensors(kwargs.get("out"))]:
+            self._mark(value, triton, computed)
 
-    def _mark(self, tensor: torch.Tensor, state: bool) -> None:
-        self.made_by_triton[_storage_key(tensor)] = state
+    def _mark(self, tensor: torch.Tensor, triton: bool, computed: bool) -> None:
+        self.made_by_triton[_storage_key(tensor)] = triton
+        self.computed_here[_storage_key(tensor)] = computed
 
     def holds_triton_values(self, tensor: torch.Tensor) -> bool:
         return self.made_by_triton.get(_storage_key(tensor), False)
+
+    def holds_computed_values(self, tensor: torch.Tensor) -> bool:
+        return self.computed_here.get(_storage_key(tensor), False)
 
     def after_launch(self, before: list[torch.Tensor], after: list[torch.Tensor]) -> None:
         """Update the Triton-value state of each tensor a launch wrote (`before`: clones taken just before it)."""
@@ -217,9 +226,11 @@ class CandidateAudit(OpRecorder):
             copied_from = [other for other in range(len(before)) if _same_values(new, before[other])]
             if copied_from:
                 # a copy (or a write within tolerance of the old values): the values keep their sources' state
-                self._mark(new, any(self.holds_triton_values(after[other]) for other in copied_from))
+                self._mark(new, any(self.holds_triton_values(after[other]) for other in copied_from),
+                           any(self.holds_computed_values(after[other]) for other in copied_from))
             else:
-                self._mark(new, not _constant(new))
+                computed = not _constant(new)
+                self._mark(new, computed, computed)
 
     def broken_guards(self) -> list[str]:
         return [buffer.description for buffer in self.buffers if not buffer.intact()]

@@ -24,7 +24,8 @@ from drtriton_lsp.worker.tensor_exchange import flat_values
 
 ANSWER = {
     "outputs": [{"kind": "tensor"}], "launches": 2, "kernels": {"k": 2}, "torch_ops": {},
-    "outputs_hold_triton_values": [True], "broken_guards": [], "modified_inputs": [], "seconds": 0.5,
+    "outputs_hold_triton_values": [True], "outputs_computed_here": [True], "broken_guards": [], "modified_inputs": [],
+    "seconds": 0.5,
 }
 
 
