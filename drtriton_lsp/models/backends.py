@@ -235,8 +235,9 @@ class CheckpointBackend:
             "temperature": sampling.temperature, "max_tokens": sampling.max_tokens, "seed": sampling.seed,
             "constraints": [constraint.to_json() if constraint else None for constraint in constraints or []] or None,
         }
-        # another interpreter (vLLM's venv) on this machine does not have drtriton installed: it gets this copy's
-        package_root = [str(Path(__file__).resolve().parents[2])] if self.runner.host is None else None
+        # vLLM's interpreter (its own venv) on this machine does not have drtriton installed: it gets this copy's
+        local_vllm = self.name == "vllm" and self.runner.host is None
+        package_root = [str(Path(__file__).resolve().parents[2])] if local_vllm else None
         try:
             answer = self.runner.call("sample_model", params, limits=JobLimits(timeout_s=self.timeout_s), cancel=cancel,
                                       python_path=package_root)
