@@ -276,3 +276,21 @@ def test_recording_ops_does_not_import_torchdynamo():
             "print('torch._dynamo' in sys.modules)")
     finished = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert finished.stdout.strip() == "False"
+
+
+def test_values_computed_in_the_forward_are_told_from_values_made_on_the_host_and_moved_in():
+    """PyTorch results, Triton results and copies of either hold values computed here; a tensor built from plain
+    Python numbers (or copied from one, by PyTorch or by a launch) does not."""
+    x = torch.randn(16)
+    with torch.no_grad(), CandidateAudit(track_triton_values=True) as audit:
+        by_pytorch = torch.relu(x)
+        by_triton = torch.empty(16)
+        _launch(audit, [x, by_triton], lambda: by_triton.copy_(torch.exp(x)))
+        copied = torch.empty(16)
+        copied.copy_(by_pytorch)
+        from_host = torch.tensor([max(value, 0.0) for value in x.tolist()])
+        launched_copy = torch.empty(16)
+        _launch(audit, [from_host, launched_copy], lambda: launched_copy.copy_(from_host))
+    assert all(audit.holds_computed_values(value) for value in (by_pytorch, by_triton, copied))
+    assert not audit.holds_computed_values(from_host) and not audit.holds_computed_values(launched_copy)
+    assert not audit.holds_computed_values(x)
