@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,35 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+class ProgressLines:
+    """Progress where no spinner can be drawn (output to a file or a CI log): each new message printed once, on its
+    own line, with the seconds since the step began."""
+
+    def __init__(self, console: Console, text: str | Text):
+        self.console, self.started, self.last = console, time.monotonic(), ""
+        self.update(text)
+
+    def update(self, text: str | Text) -> None:
+        plain = text.plain if isinstance(text, Text) else text
+        if plain != self.last:
+            self.last = plain
+            self.console.print(f"[{time.monotonic() - self.started:6.1f} s] {plain}", markup=False, highlight=False)
+
+    def __enter__(self) -> "ProgressLines":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        return None
+
+
+def progress_display(console: Console, text: str | Text):
+    """A spinner with the latest message on a terminal, else one line per message (ProgressLines); both have
+    `update(text)`."""
+    if console.is_terminal:
+        return console.status(text, spinner="dots")
+    return ProgressLines(console, text)
+
+
 def say(console: Console, label: str, style: str, text: str) -> None:
     """Print a styled label and then user text verbatim (brackets in code are not markup)."""
     console.print(Text(label, style=style) + Text(text), highlight=False)
@@ -92,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="test-time search over schedules on the GPU: each kernel's variants are verified and timed, the fastest kept",
     )
     optimize.add_argument(
-        "--search-seconds", type=float, default=60.0, help="time budget of --search per target, in seconds (default 60)"
+        "--search-seconds", type=float, default=60.0, help="time budget per target of --search and of a model's answers (--model), in seconds (default 60)"
     )
     _search_cache_option(optimize)
     optimize.add_argument(
@@ -283,7 +313,7 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
     outcomes = []
     with runner_for(args.remote, args.remote_python) as runner:  # closing it kills a worker started ahead, unused
         for name in names:
-            with console.status(Text.assemble((name, "bold"), ": starting"), spinner="dots") as status:
+            with progress_display(console, Text.assemble((name, "bold"), ": starting")) as status:
 
                 def progress(message: str, _name=name, _status=status) -> None:
                     _status.update(Text.assemble((_name, "bold"), ": ", message))
@@ -417,7 +447,7 @@ def verify_command(args: argparse.Namespace, console: Console) -> int:
     task = Task.from_file(args.task_file)
     candidate = read_source(args.candidate_file)
     runner = runner_for(args.remote, args.remote_python)
-    with runner, console.status("checking the worker's devices", spinner="dots") as status:
+    with runner, progress_display(console, "checking the worker's devices") as status:
         session = WorkerSession.for_file(
             runner,
             str(args.task_file),
@@ -498,7 +528,7 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
         )
     problems, skipped = select_problems(args.directory, args.match, args.limit)
     runner = runner_for(args.remote, args.remote_python)
-    with console.status("checking the worker's devices", spinner="dots") as status:
+    with progress_display(console, "checking the worker's devices") as status:
         try:
             devices = runner.call("capabilities", {})
         except JobFailure as failure:
@@ -535,7 +565,7 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
     if copy_ceiling:
         say(console, "copy bandwidth: ", "bold", f"{copy_ceiling['gb_per_s']:.0f} GB/s (1 GiB device-to-device copy)")
 
-    with console.status("starting", spinner="dots") as running:
+    with progress_display(console, "starting") as running:
         finished = run_suite(
             problems,
             results,

@@ -6,6 +6,7 @@ Each test runs the real command in a subprocess (workers and all).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -13,7 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from rich.text import Text
 
+from drtriton_lsp import cli
 from tests.conftest import EXAMPLES, FIXTURES
 
 EXAMPLE_FILES = sorted(p.name for p in EXAMPLES.glob("*.py"))
@@ -216,3 +220,14 @@ def test_a_schedule_script_is_decoded_and_a_bad_one_names_its_line(example_copy,
     third = drtriton("optimize", str(path), "--device", "cpu", "--target", "ScaledActivation", "--schedule", str(broken))
     assert third.returncode == 2
     assert "line 1: kernel pointwise, parameter block: expected a power of two" in third.stderr
+
+
+def test_without_a_terminal_progress_is_one_line_per_new_message():
+    output = io.StringIO()
+    console = Console(file=output, force_terminal=False)
+    with cli.progress_display(console, "checking the worker's devices") as status:
+        status.update("checking the worker's devices")  # the same message again: not printed twice
+        status.update(Text.assemble(("MLPBlock", "bold"), ": verifying"))
+    lines = output.getvalue().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == ["checking the worker's devices", "MLPBlock: verifying"]
+    assert all(line.startswith("[") and " s] " in line for line in lines)

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.report import ModelSearchEntry
+from drtriton_lsp.engine.search import Deadline
 from drtriton_lsp.engine.session import Cancelled, WorkerSession
 from drtriton_lsp.engine.verify import verify_candidate
 from drtriton_lsp.errors import DrtritonError
@@ -52,7 +53,7 @@ class ModelCandidate:
 
 @dataclass
 class ModelSearch:
-    """What the model's part of a search produced; `stopped` is "" (done), "cancelled" or "unavailable"."""
+    """What the model's part of a search produced; `stopped` is "" (done), "budget", "cancelled" or "unavailable"."""
 
     backend: ModelBackend
     settings: ModelSettings
@@ -154,7 +155,9 @@ class CandidateBuilder:
         return ModelCandidate(origin, script.script, source=source, program=program)
 
 
-Measure = Callable[[list[ModelCandidate]], None]
+# verifies (and on a GPU times) answers; stops its jobs and raises Cancelled as soon as the event is set (the search's
+# deadline passed, or the user cancelled), leaving the answers it had not judged with `verdict` None
+Measure = Callable[[list[ModelCandidate], threading.Event], None]
 
 
 def run_model_search(
@@ -163,38 +166,59 @@ def run_model_search(
     builder: CandidateBuilder,
     measure: Measure,
     *,
+    seconds: float,
     progress: Callable[[str], None] = lambda _message: None,
     cancel: threading.Event | None = None,
     temperature: float = 0.8,
 ) -> ModelSearch:
     """Ask the model for `settings.samples` answers per kind, measure them, then give each answer's rejection or
-    time back to the model for up to `settings.turns` turns. Never raises for the model's sake: a backend that stops
-    answering, or a cancel, ends the search with what was measured so far."""
+    time back to the model for up to `settings.turns` turns, within `seconds` (sampling and measuring both stop when
+    they run out). Never raises for the model's sake: a backend that stops answering, the budget, or a cancel ends
+    the search with what was measured so far."""
     started = time.monotonic()
     search = ModelSearch(backend, settings)
+    with Deadline(seconds, cancel) as deadline:
+        search.stopped = _turns(backend, settings, builder, measure, search, deadline, progress, cancel, temperature)
+    if search.stopped == "budget":
+        for candidate in search.candidates:
+            if candidate.source is not None and candidate.verdict is None:
+                candidate.reason = f"not judged: the search's {seconds:g} s ran out first"
+        progress(f"model: the search's {seconds:g} s ran out; keeping what was measured")
+    search.seconds = time.monotonic() - started
+    return search
+
+
+def _turns(
+    backend: ModelBackend, settings: ModelSettings, builder: CandidateBuilder, measure: Measure, search: ModelSearch,
+    deadline: Deadline, progress: Callable[[str], None], cancel: threading.Event | None, temperature: float,
+) -> str:
+    """The search's turns, answers into `search.candidates`; returns why it stopped early ("" if it did not)."""
+
+    def stopped_early() -> str:
+        return "cancelled" if cancel is not None and cancel.is_set() else "budget"
+
     # each chain is one answer being refined: (kind, sample index, its latest candidate or None before turn 0)
     chains: list[tuple[str, int, ModelCandidate | None]] = [(kind, 0, None) for kind in settings.kinds]
     for turn in range(settings.turns + 1):
-        if cancel is not None and cancel.is_set():
-            search.stopped = "cancelled"
-            break
+        if deadline.stop.is_set():
+            return stopped_early()
         samples = settings.samples if turn == 0 else 1
         prompts = [builder.prompt(kind, previous) for kind, _sample, previous in chains]
         constraints = [builder.constraint(kind) if settings.constrained else None for kind, _sample, _previous in chains]
         total = samples * len(prompts)
         progress(f"model: turn {turn + 1}/{settings.turns + 1}, asking {backend.name} for {total} answers")
+        asked = time.monotonic()
         try:
             answers = backend.complete(
-                prompts, Sampling(samples, temperature, max(MAX_TOKENS[kind] for kind in settings.kinds), turn), cancel,
-                constraints=constraints,
+                prompts, Sampling(samples, temperature, max(MAX_TOKENS[kind] for kind in settings.kinds), turn),
+                deadline.stop, constraints=constraints,
             )
         except SamplingCancelled:
-            search.stopped = "cancelled"
-            break
+            return stopped_early()
         except ModelUnavailable as unavailable:
-            search.stopped, search.problem = "unavailable", unavailable.message
+            search.problem = unavailable.message
             progress(f"model: {unavailable.message}; going on with the compiler's candidates")
-            break
+            return "unavailable"
         fresh: list[ModelCandidate] = []
         for (kind, sample, _previous), completions in zip(chains, answers):
             for number, completion in enumerate(completions):
@@ -205,13 +229,19 @@ def run_model_search(
                 fresh.append(builder.candidate(origin, completion))
         search.candidates.extend(fresh)
         measurable = [candidate for candidate in fresh if candidate.source is not None]
-        progress(f"model: turn {turn + 1}: verifying {len(measurable)} of {len(fresh)} answers (the rest do not parse)")
+        progress(
+            f"model: turn {turn + 1}: {len(fresh)} answers in {time.monotonic() - asked:.1f} s; verifying "
+            f"{len(measurable)} (the rest do not parse)"
+        )
+        measuring = time.monotonic()
         try:
-            measure(measurable)
+            measure(measurable, deadline.stop)
         except Cancelled:
-            search.stopped = "cancelled"
-            break
-        progress(f"model: turn {turn + 1}: {sum(c.verified for c in fresh)}/{len(fresh)} answers verified")
+            return stopped_early()
+        progress(
+            f"model: turn {turn + 1}: {sum(c.verified for c in fresh)}/{len(fresh)} answers verified "
+            f"in {time.monotonic() - measuring:.1f} s"
+        )
         # an answer verified without a time (no GPU) has nothing to improve on: its chain ends
         chains = [
             (candidate.origin.kind, candidate.origin.sample, candidate)
@@ -220,28 +250,32 @@ def run_model_search(
         ]
         if not chains:
             break
-    search.seconds = time.monotonic() - started
-    return search
+    return ""
 
 
 class WorkerModelMeasurer:
     """Verifies answers in worker processes, several at once, and on a GPU times the verified ones together with
     the compiler's verified candidate (same process, same inputs), so that the two sources are compared fairly.
-    Its jobs show no progress; the session's cancel stops them."""
+    Its jobs show no progress; the stop event (the search's deadline or the session's cancel) stops them."""
 
     def __init__(self, task: Task, session: WorkerSession, *, device: str, trials: int, input_shapes, parallel: int,
                  compiler_candidate: str | None):
-        self.task, self.session, self.device, self.trials = task, session.side_jobs(session.cancel), device, trials
+        self.task, self.session, self.device, self.trials = task, session, device, trials
         self.input_shapes, self.parallel = input_shapes, max(1, parallel)
         self.compiler_candidate = compiler_candidate
         self.compiler_ms: float | None = None
 
-    def __call__(self, candidates: list[ModelCandidate]) -> None:
+    def __call__(self, candidates: list[ModelCandidate], stop: threading.Event) -> None:
+        session = self.session.side_jobs(stop)
+
         def verify_one(candidate: ModelCandidate) -> None:
-            verdict = verify_candidate(
-                self.task, candidate.source, session=self.session, device=self.device, trials=self.trials,
-                input_shapes=self.input_shapes, tf32=bool(candidate.program and candidate.program.tf32),
-            )
+            try:
+                verdict = verify_candidate(
+                    self.task, candidate.source, session=session, device=self.device, trials=self.trials,
+                    input_shapes=self.input_shapes, tf32=bool(candidate.program and candidate.program.tf32),
+                )
+            except Cancelled:
+                return  # not judged: its verdict stays None
             candidate.verdict, candidate.verified = verdict, verdict.verified
             candidate.reason = "" if verdict.verified else f"rejected by the verifier: {verdict.explanation}"
 
@@ -253,14 +287,16 @@ class WorkerModelMeasurer:
         for candidate in candidates:
             first = judged[candidate.source]
             candidate.verdict, candidate.verified, candidate.reason = first.verdict, first.verified, first.reason
+        if stop.is_set():
+            raise Cancelled()
         verified = [candidate for candidate in distinct if candidate.verified]
         if self.device == "cpu" or not verified:
             return
         sources = ([self.compiler_candidate] if self.compiler_candidate else []) + [c.source for c in verified]
         try:
-            timing = self.session.call(
+            timing = session.call(
                 "time_candidates", {"task": self.task.to_json(), "candidates": sources},
-                limits=self.session.limits.benchmark, env={"TRITON_INTERPRET": None},
+                limits=session.limits.benchmark, env={"TRITON_INTERPRET": None},
             )
         except JobFailure as failure:
             if failure.reason == "cancelled":

@@ -492,14 +492,17 @@ def _search(
     search.backend = "compiler+search"
     cache = SearchCache(options.search_cache or default_cache_directory())
     environment = {"device": device_info["name"], **versions}
-    key = cache.key(task.source, graph, environment, options.search_budget)
+    budget = options.search_budget
+    if options.model.enabled:  # the model's answers share the target's budget: the schedule search takes half
+        budget = dataclasses.replace(budget, seconds=budget.seconds / 2)
+    key = cache.key(task.source, graph, environment, budget)
     result = cache.load(key)
     if result is None:
         measurer = WorkerMeasurer(session, device=device, trials=options.trials, parallel=options.search_parallel)
         with clock.stage("search"):
             result = search_schedule(
                 graph, parse_schedule(program.schedule), name=snake_case(target_name), measure=measurer,
-                budget=options.search_budget, progress=session.step, cancel=session.cancel,
+                budget=budget, progress=session.step, cancel=session.cancel,
             )
         cache.store(key, result)
     else:
@@ -558,7 +561,11 @@ def _model_search(
         parallel=options.search_parallel, compiler_candidate=compiler.candidate if compiler_verified else None,
     )
     builder = CandidateBuilder(task, graph, guards, prefix, forward_params)
-    result = run_model_search(backend, options.model, builder, measurer, progress=session.step, cancel=session.cancel)
+    # the target's search budget, less what the schedule search spent of it
+    seconds = max(0.0, options.search_budget.seconds - search.stages_s.get("search", 0.0))
+    result = run_model_search(
+        backend, options.model, builder, measurer, seconds=seconds, progress=session.step, cancel=session.cancel
+    )
     search.model = result.summary()
     if isinstance(backend, CachingBackend):
         search.model = dataclasses.replace(search.model, cached=backend.answered_from_cache)

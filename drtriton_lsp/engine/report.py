@@ -138,7 +138,7 @@ class ModelSearchEntry:
     """The report's `search.model`: which model (backend, model: its name or directory, checkpoint: a content hash
     or ""), what it was asked (kind, samples, turns; constrained: answers held to the script grammar while sampled,
     unconstrained: why the backend could not hold them, or ""), what came of its answers (answers, verified,
-    rejections: [{reason, count}]), why it stopped ("" done, "cancelled", "unavailable"), what went wrong ("" none),
+    rejections: [{reason, count}]), why it stopped ("" done, "budget", "cancelled", "unavailable"), what went wrong ("" none),
     its seconds, and for a local checkpoint how many requests its answer cache answered (cached). A backend that could not be opened has only backend, stopped and problem (see `unopened`): the
     entries left None are left out of the JSON."""
 

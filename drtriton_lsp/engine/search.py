@@ -122,9 +122,9 @@ class FragmentMeasurer(Protocol):
     ) -> tuple[float | None, list[tuple[bool, str, float | None]]]: ...
 
 
-class _Deadline:
-    """An event set when the search's seconds run out or the user cancels, whichever comes first: the measurer's
-    jobs watch it, so a fragment being measured when the budget ends is stopped, not waited for."""
+class Deadline:
+    """An event set when a search's seconds run out or the user cancels, whichever comes first: the measurers'
+    jobs watch it, so a fragment or an answer being measured when the budget ends is stopped, not waited for."""
 
     def __init__(self, seconds: float, cancel: threading.Event | None):
         self.stop = threading.Event()
@@ -142,7 +142,7 @@ class _Deadline:
     def expired(self) -> bool:
         return time.monotonic() >= self._ends_at
 
-    def __enter__(self) -> "_Deadline":
+    def __enter__(self) -> "Deadline":
         self._watcher.start()
         return self
 
@@ -186,7 +186,7 @@ def search_schedule(
     started = time.monotonic()
     result = SearchResult(schedule=print_schedule(base))
     replacements: dict[int, str] = {}
-    with _Deadline(budget.seconds, cancel) as deadline:
+    with Deadline(budget.seconds, cancel) as deadline:
         result.stopped = _search_steps(
             graph, base, name=name, measure=measure, budget=budget, progress=progress, cancel=cancel,
             deadline=deadline, result=result, replacements=replacements,
@@ -198,7 +198,7 @@ def search_schedule(
 
 def _search_steps(
     graph: OpGraph, base: Schedule, *, name: str, measure: FragmentMeasurer, budget: SearchBudget,
-    progress: Callable[[str], None], cancel: threading.Event | None, deadline: _Deadline, result: SearchResult,
+    progress: Callable[[str], None], cancel: threading.Event | None, deadline: Deadline, result: SearchResult,
     replacements: dict[int, str],
 ) -> str:
     """Measure the steps in order into `result` and `replacements`; returns why it stopped early ("" if it did not)."""

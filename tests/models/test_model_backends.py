@@ -177,7 +177,7 @@ def test_noise_is_rejected_with_the_parsers_message_and_fed_back_for_a_turn(exam
             example.task, WorkerSession(runner, limits=WorkerLimits(verify=JobLimits(), benchmark=JobLimits())),
             device="cpu", trials=2, input_shapes=None, parallel=1, compiler_candidate=None,
         )
-        search = run_model_search(backend, settings, example.builder(), measure)
+        search = run_model_search(backend, settings, example.builder(), measure, seconds=600)
     assert search.stopped == "" and search.verified == 0
     assert [(c.origin.kind, c.origin.turn) for c in search.candidates] == [
         ("kernel", 0), ("script", 0), ("kernel", 1), ("script", 1)
@@ -218,7 +218,9 @@ def test_a_server_without_structured_outputs_is_asked_again_without_and_the_repo
 ):
     settings = ModelSettings(backend="openai", endpoint=server(noise_model, "--no-structured-outputs"), kind="script",
                              samples=2, turns=0)
-    search = run_model_search(open_backend(settings, None), settings, example.builder(), lambda candidates: None)
+    search = run_model_search(
+        open_backend(settings, None), settings, example.builder(), lambda candidates, stop: None, seconds=600
+    )
     assert search.stopped == "" and len(search.candidates) == 2
     summary = search.summary().to_json()
     assert summary["constrained"] is False
@@ -239,7 +241,7 @@ def test_a_server_that_dies_mid_job_ends_the_model_search_with_what_it_answered(
     settings = ModelSettings(backend="openai", endpoint=server(noise_model, "--die-after", "1"), kind="script",
                              samples=2, turns=3, constrained=False)  # free noise: answered well inside the timeout
     backend = OpenAIBackend(settings.endpoint, timeout_s=5, retries=1)
-    search = run_model_search(backend, settings, example.builder(), lambda candidates: None)
+    search = run_model_search(backend, settings, example.builder(), lambda candidates, stop: None, seconds=600)
     assert [candidate.origin.turn for candidate in search.candidates] == [0, 0]
     assert search.stopped == "unavailable"
     assert "did not answer" in search.problem and "2 tries" in search.problem
@@ -257,8 +259,15 @@ def test_a_slow_server_times_out_and_a_cancel_ends_sampling_at_once(example, noi
     threading.Timer(1.0, cancel.set).start()
     started = time.monotonic()
     search = run_model_search(OpenAIBackend(endpoint, timeout_s=60), settings, example.builder(),
-                              lambda candidates: None, cancel=cancel)
+                              lambda candidates, stop: None, seconds=600, cancel=cancel)
     assert search.stopped == "cancelled" and search.candidates == []
+    assert time.monotonic() - started < 10
+
+    # the search's budget ends sampling the same way, and the report says it was the budget
+    started = time.monotonic()
+    search = run_model_search(OpenAIBackend(endpoint, timeout_s=60), settings, example.builder(),
+                              lambda candidates, stop: None, seconds=2)
+    assert search.stopped == "budget" and search.candidates == []
     assert time.monotonic() - started < 10
 
 
@@ -330,6 +339,36 @@ class CountingBackend:
     def complete(self, prompts, sampling, cancel=None, constraints=None):
         self.requests += 1
         return [[prompt[::-1]] * sampling.samples for prompt in prompts]
+
+
+class ScriptWriter:
+    """A backend whose every answer is VALID_SCRIPT, at once: what follows sampling is what a test then sees."""
+
+    name, model, checkpoint, unconstrained = "transformers", "/m", "sha256:1", ""
+
+    def problem(self) -> str:
+        return ""
+
+    def complete(self, prompts, sampling, cancel=None, constraints=None):
+        return [[formats.script_completion(VALID_SCRIPT)] * sampling.samples for _prompt in prompts]
+
+
+def test_the_budget_stops_verification_in_flight_and_the_unjudged_answers_say_so(example):
+    settings = ModelSettings(backend="transformers", path="/m", kind="script", samples=2, turns=1)
+    with LocalRunner() as runner:
+        measure = WorkerModelMeasurer(
+            example.task, WorkerSession(runner, limits=WorkerLimits(verify=JobLimits(), benchmark=JobLimits())),
+            device="cpu", trials=2, input_shapes=None, parallel=1, compiler_candidate=None,
+        )
+        started = time.monotonic()
+        # a worker starting and importing torch alone takes longer than this budget
+        search = run_model_search(ScriptWriter(), settings, example.builder(), measure, seconds=1.0)
+        elapsed = time.monotonic() - started
+    assert search.stopped == "budget" and elapsed < 8
+    assert len(search.candidates) == 2 and search.verified == 0
+    assert all(candidate.verdict is None for candidate in search.candidates)
+    assert {candidate.reason for candidate in search.candidates} == {"not judged: the search's 1 s ran out first"}
+    assert search.summary().to_json()["stopped"] == "budget"
 
 
 def test_the_answer_cache_keys_everything_an_answer_depends_on_and_asks_again_for_a_damaged_entry(tmp_path):
