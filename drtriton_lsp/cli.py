@@ -578,6 +578,7 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
             on_done=lambda number, total, record: console.print(Text(progress_line(number, total, record)), highlight=False),
             jobs=args.jobs,
             new_runner=lambda: runner_for(args.remote, args.remote_python),
+            gpu_memory_bytes=devices.get("cuda_memory_bytes") if device == "cuda" else None,
         )
     console.print(Markdown(render_console_summary(results)))
     say(console, "wrote ", "green", f"{out}: results.md, results.json, speedup.svg, roofline.svg")

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 from drtriton_lsp.bench.roofline import BANDWIDTH_TARGET, LIBRARY_TARGET, GraphWork, graph_work
 from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.engine.gpu_memory import GpuMemory
 from drtriton_lsp.engine.pipeline import OptimizeOptions, Outcome, optimize_target
 from drtriton_lsp.engine.session import WorkerSession
 from drtriton_lsp.errors import DrtritonError
@@ -149,15 +150,19 @@ def run_problem(
     progress: Progress,
     cancel: threading.Event | None = None,
     new_runner: Callable[[], Runner] = LocalRunner,
+    gpu_memory: GpuMemory | None = None,
 ) -> dict[str, Any]:
     """Optimize one problem's Model and record its verdict, times and position against the ceilings.
-    new_runner: makes the runner of the problem's jobs (one per problem, closed at its end)."""
+    new_runner: makes the runner of the problem's jobs (one per problem, closed at its end); gpu_memory: the GPU's
+    room shared with the problems run beside this one."""
     started = time.monotonic()
     runner = CapturingRunner(new_runner())
     outcome: Outcome | None = None
     failure: tuple[str, str] | None = None
     try:
-        session = WorkerSession.for_file(runner, str(problem.path), progress=progress, cancel=cancel)
+        session = WorkerSession.for_file(
+            runner, str(problem.path), progress=progress, cancel=cancel, gpu_memory=gpu_memory
+        )
         outcome = optimize_target(
             problem.path.read_text(encoding="utf-8"), str(problem.path), "Model", options=options, session=session
         )
@@ -396,13 +401,14 @@ def run_suite(
     on_done: Callable[[int, int, dict[str, Any]], None],
     jobs: int = 1,
     new_runner: Callable[[], Runner] = LocalRunner,
+    gpu_memory_bytes: int | None = None,
 ) -> bool:
     """Run every problem not yet in `results`, `jobs` at a time, saving after each; False when interrupted (Ctrl-C).
-    new_runner: makes each problem's runner (this machine's workers by default).
+    new_runner: makes each problem's runner (this machine's workers by default); gpu_memory_bytes: the GPU's memory.
 
     Problems run side by side share the GPU through a lock their workers take: verifications together,
-    each timing alone (worker/gpu_lock.py). An interrupted problem leaves no record, so a later run with
-    the same results picks it up.
+    each timing alone (worker/gpu_lock.py), and each job that holds its task's tensors there waits until they fit
+    (engine/gpu_memory.py). An interrupted problem leaves no record, so a later run with the same results picks it up.
     """
     recorded = {record["problem"] for record in results["problems"]}
     pending = [problem for problem in problems if problem.name not in recorded]
@@ -412,10 +418,12 @@ def run_suite(
     stop = threading.Event()
     finished = 0
 
+    gpu_memory = GpuMemory(gpu_memory_bytes) if jobs > 1 and gpu_memory_bytes else None
+
     def run(number: int, problem: Problem) -> dict[str, Any]:
         return run_problem(
             problem, options, copy_ceiling, lambda message: on_progress(number, len(pending), problem, message),
-            cancel=stop, new_runner=new_runner,
+            cancel=stop, new_runner=new_runner, gpu_memory=gpu_memory,
         )
 
     with shared_gpu_lock(jobs > 1), concurrent.futures.ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:

@@ -157,8 +157,8 @@ def optimize_target(
     graph = OpGraph.from_json(capture["graph"])
     aten_schemas.remember(capture["schemas"])
     guards = capture["guards"]
-    # verification and timing may hold the task's tensors several times over: their cap follows the task's size
-    session = dataclasses.replace(session, limits=session.limits.for_task(graph))
+    # verification and timing may hold the task's tensors several times over: their caps follow the task's size
+    session = session.for_task(graph, device, devices.get("cuda_memory_bytes"))
     device_info = describe_device(device, devices)
     versions = devices["versions"]
 

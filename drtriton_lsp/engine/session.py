@@ -7,12 +7,14 @@ failed job into what a user reads (Cancelled, or a DrtritonError that names the 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.engine.gpu_memory import GPU_MEMORY_METHODS, GpuMemory, task_gpu_bytes
 from drtriton_lsp.engine.memory_caps import with_task_memory_caps
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import worker_python_path
@@ -51,7 +53,9 @@ class WorkerSession:
 
     runner: where the workers run; python_path: folders put first on the workers' import path (the user's folder,
     so a task imports its neighbours; None: none); limits: per kind of job; progress: where the job's steps and the
-    workers' progress go (None: nowhere); cancel: set by the user to stop the request (None: it cannot be cancelled).
+    workers' progress go (None: nowhere); cancel: set by the user to stop the request (None: it cannot be cancelled);
+    gpu_memory: the GPU's room shared with requests run side by side (None: this request has the GPU to itself), and
+    gpu_bytes: what each of this request's jobs that hold the task's tensors reserves of it (engine/gpu_memory.py).
     """
 
     runner: Runner
@@ -59,6 +63,8 @@ class WorkerSession:
     limits: WorkerLimits = field(default_factory=WorkerLimits)
     progress: Progress | None = None
     cancel: threading.Event | None = None
+    gpu_memory: GpuMemory | None = None
+    gpu_bytes: int = 0
 
     @classmethod
     def for_file(
@@ -69,10 +75,21 @@ class WorkerSession:
         limits: WorkerLimits | None = None,
         progress: Progress | None = None,
         cancel: threading.Event | None = None,
+        gpu_memory: GpuMemory | None = None,
     ) -> WorkerSession:
         """A session for jobs on the user's file at `path` (None: a source with no file), whose folder the workers
         import from."""
-        return cls(runner, worker_python_path(path), limits or WorkerLimits(), progress, cancel)
+        return cls(runner, worker_python_path(path), limits or WorkerLimits(), progress, cancel, gpu_memory)
+
+    def for_task(self, graph: OpGraph, device: str, gpu_total_bytes: int | None = None) -> WorkerSession:
+        """This session once the task's graph and device are known: verification and timing capped by the task's
+        size, and on a GPU (of `gpu_total_bytes`), the room those jobs reserve there (a search's verifications run
+        side by side; a session without a GPU shared with other requests gets one of its own)."""
+        limits = self.limits.for_task(graph)
+        if device != "cuda" or (self.gpu_memory is None and not gpu_total_bytes):
+            return dataclasses.replace(self, limits=limits)
+        gpu_memory = self.gpu_memory or GpuMemory(gpu_total_bytes)
+        return dataclasses.replace(self, limits=limits, gpu_memory=gpu_memory, gpu_bytes=task_gpu_bytes(graph))
 
     def step(self, message: str) -> None:
         """Say what the request is doing now."""
@@ -97,11 +114,20 @@ class WorkerSession:
         prepare_next: dict[str, str | None] | None = None,
         prepare_next_for: str | None = None,
     ) -> Any:
-        """`Runner.call` with this session's path, progress and cancel: raises JobFailure when no result came."""
-        return self.runner.call(
-            method, params, limits=limits, env=env, python_path=self.python_path, on_progress=self.progress,
-            cancel=self.cancel, prepare_next=prepare_next, prepare_next_for=prepare_next_for,
+        """`Runner.call` with this session's path, progress and cancel: raises JobFailure when no result came. On a
+        shared GPU, a job that holds the task's tensors waits for room there first."""
+        room = (
+            self.gpu_memory.hold(self.gpu_bytes, self.cancel)
+            if self.gpu_memory is not None and self.gpu_bytes and method in GPU_MEMORY_METHODS
+            else contextlib.nullcontext(True)
         )
+        with room as admitted:
+            if not admitted:
+                raise JobFailure("cancelled", "cancelled while it waited for room on the GPU")
+            return self.runner.call(
+                method, params, limits=limits, env=env, python_path=self.python_path, on_progress=self.progress,
+                cancel=self.cancel, prepare_next=prepare_next, prepare_next_for=prepare_next_for,
+            )
 
     def run(
         self,
