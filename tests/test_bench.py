@@ -22,6 +22,7 @@ from drtriton_lsp.bench.roofline import GraphWork, MatmulShape, broadcast_matmul
 from drtriton_lsp.bench.suite_plots import roofline_chart, speedup_chart
 from drtriton_lsp.bench.suite_report import progress_line, render_markdown, write_results
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
+from drtriton_lsp.engine.gpu_memory import USABLE_SHARE
 from drtriton_lsp.engine.pipeline import OptimizeOptions
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
@@ -479,7 +480,7 @@ def test_a_problems_jobs_run_on_the_runner_made_for_it_and_a_lost_connection_is_
 def test_ctrl_c_stops_the_run_and_keeps_the_problems_already_done(tmp_path, monkeypatch):
     problems = [suite.Problem(tmp_path / f"{name}.py", f"{name}.py", "fusion") for name in ("a", "b", "c")]
 
-    def run_problem(problem, _options, _copy, _progress, cancel=None, new_runner=None):
+    def run_problem(problem, _options, _copy, _progress, cancel=None, new_runner=None, gpu_memory=None):
         if problem.name == "b.py":
             raise KeyboardInterrupt
         return record(problem.name, "fusion", vs_eager=2.0, vs_compile=1.5, fraction=0.9)
@@ -506,14 +507,15 @@ def test_ctrl_c_stops_the_run_and_keeps_the_problems_already_done(tmp_path, monk
 
 def test_problems_run_side_by_side_share_one_gpu_lock_that_is_gone_afterwards(tmp_path, monkeypatch):
     problems = [suite.Problem(tmp_path / f"{name}.py", f"{name}.py", "fusion") for name in ("a", "b", "c", "d")]
-    running, most_at_once, locks = set(), [0], set()
+    running, most_at_once, locks, rooms = set(), [0], set(), set()
     guard = threading.Lock()
 
-    def run_problem(problem, _options, _copy, _progress, cancel=None, new_runner=None):
+    def run_problem(problem, _options, _copy, _progress, cancel=None, new_runner=None, gpu_memory=None):
         with guard:
             running.add(problem.name)
             most_at_once[0] = max(most_at_once[0], len(running))
             locks.add(os.environ.get(GPU_LOCK_VARIABLE))
+            rooms.add(gpu_memory)
         time.sleep(0.2)
         with guard:
             running.discard(problem.name)
@@ -525,9 +527,12 @@ def test_problems_run_side_by_side_share_one_gpu_lock_that_is_gone_afterwards(tm
     results = gpu_results([])
     assert suite.run_suite(
         problems, results, None, None, save=lambda _: None, on_progress=lambda *_: None,
-        on_done=lambda number, total, _record: done.append((number, total)), jobs=2,
+        on_done=lambda number, total, _record: done.append((number, total)), jobs=2, gpu_memory_bytes=141 * 1024**3,
     )
     assert most_at_once[0] == 2 and len(locks) == 1 and None not in locks
+    # one account of the GPU's memory, shared by every problem run side by side
+    (room,) = rooms
+    assert room is not None and room.capacity == int(141 * 1024**3 * USABLE_SHARE)
     assert GPU_LOCK_VARIABLE not in os.environ
     assert sorted(r["problem"] for r in results["problems"]) == ["a.py", "b.py", "c.py", "d.py"]
     assert done == [(1, 4), (2, 4), (3, 4), (4, 4)] and results["complete"]
