@@ -290,7 +290,7 @@ def _epilogue_position(
 
 
 def step_alternatives(
-    graph: OpGraph, step: SearchStep, *, allow_tf32: bool = False
+    graph: OpGraph, step: SearchStep, *, tf32_templates: tuple[str, ...] = ()
 ) -> list[tuple[str, tuple[KernelLine | KeepLine, ...]]]:
     """Labelled alternatives for a search step: `line_alternatives` for a kernel line; for a kept op, its
     template's kernel (with the pointwise ops of a kernel line measured with it as epilogue) and that
@@ -298,20 +298,20 @@ def step_alternatives(
     `_row_alternatives` for a run of pointwise and reduce lines.
     """
     if len(step.lines) == 1 and isinstance(step.lines[0], KernelLine):
-        return line_alternatives(graph, step.lines[0], allow_tf32=allow_tf32)
+        return line_alternatives(graph, step.lines[0], tf32_templates=tf32_templates)
     if isinstance(step.lines[0], KernelLine) and TEMPLATES[step.lines[0].template].reduces_output:
-        return _reduction_alternatives(graph, step, allow_tf32)
+        return _reduction_alternatives(graph, step, tf32_templates)
     if isinstance(step.lines[0], KernelLine) and step.lines[0].template in ROW_RUN_TEMPLATES:
-        return _row_alternatives(graph, step, allow_tf32)
+        return _row_alternatives(graph, step, tf32_templates)
     kept, *after = step.lines
     fragment = fragment_graph(graph, step.nodes)
     roles = classify(fragment)
     template = roles.roles[kept.node].template
     fused = default_kernel_line(fragment, template, _in_graph_order(fragment, step.nodes), roles)
-    fused_variants = [(f"{template} {label}", (line,)) for label, line in _parameter_variants(fused, allow_tf32)]
+    fused_variants = [(f"{template} {label}", (line,)) for label, line in _parameter_variants(fused, tf32_templates)]
     if after:
         # the pointwise line's own alternatives ("default", "pytorch", its variants), the op kept before it
-        separate = [(label, (kept,) + lines) for label, lines in line_alternatives(fragment, after[0], allow_tf32=allow_tf32)]
+        separate = [(label, (kept,) + lines) for label, lines in line_alternatives(fragment, after[0], tf32_templates=tf32_templates)]
         firsts = [candidate for candidate in separate if candidate[0] in ("default", "pytorch")]
         separate_variants = [candidate for candidate in separate if candidate not in firsts]
     else:
@@ -327,7 +327,7 @@ def step_alternatives(
 
 
 def _reduction_alternatives(
-    graph: OpGraph, step: SearchStep, allow_tf32: bool
+    graph: OpGraph, step: SearchStep, tf32_templates: tuple[str, ...]
 ) -> list[tuple[str, tuple[KernelLine | KeepLine, ...]]]:
     """Alternatives for a kernel line measured with the reduce line after it: both as they are, the
     reduction folded into the first line's kernel ("fused reduction"), PyTorch's kernels, then the fused
@@ -336,15 +336,15 @@ def _reduction_alternatives(
     line, reduce_line = step.lines
     fragment = fragment_graph(graph, step.nodes)
     fused = _fused_reduction_line(fragment, line, reduce_line)
-    fused_variants = [(f"fused reduction {label}", (variant,)) for label, variant in _parameter_variants(fused, allow_tf32)]
+    fused_variants = [(f"fused reduction {label}", (variant,)) for label, variant in _parameter_variants(fused, tf32_templates)]
     first_variants = [
         (f"{line.template} {label}", lines + (reduce_line,))
-        for label, lines in line_alternatives(fragment, line, allow_tf32=allow_tf32)
+        for label, lines in line_alternatives(fragment, line, tf32_templates=tf32_templates)
         if label not in ("default", "pytorch")
     ]
     reduce_variants = [
         (f"{reduce_line.template} {label}", (line,) + lines)
-        for label, lines in line_alternatives(fragment, reduce_line, allow_tf32=allow_tf32)
+        for label, lines in line_alternatives(fragment, reduce_line, tf32_templates=tf32_templates)
         if label not in ("default", "pytorch")
     ]
     interleaved = [
@@ -362,7 +362,7 @@ def _reduction_alternatives(
 
 
 def _row_alternatives(
-    graph: OpGraph, step: SearchStep, allow_tf32: bool
+    graph: OpGraph, step: SearchStep, tf32_templates: tuple[str, ...]
 ) -> list[tuple[str, tuple[KernelLine | KeepLine, ...]]]:
     """Alternatives for a run of pointwise and reduce lines over the same rows: the lines as they are, all
     their ops in one row kernel ("row"), PyTorch's kernels, then the row kernel's parameter variants
@@ -370,12 +370,12 @@ def _row_alternatives(
     """
     fragment = fragment_graph(graph, step.nodes)
     fused = _row_line(fragment, step.lines)
-    row_variants = [(f"row {label}", (variant,)) for label, variant in _parameter_variants(fused, allow_tf32)]
+    row_variants = [(f"row {label}", (variant,)) for label, variant in _parameter_variants(fused, tf32_templates)]
     each_line_variants = [
         [
             # the line's template and first op tell apart the lines of the run
             (f"{line.template} {line.nodes[0]} {label}", step.lines[:index] + lines + step.lines[index + 1 :])
-            for label, lines in line_alternatives(fragment, line, allow_tf32=allow_tf32)
+            for label, lines in line_alternatives(fragment, line, tf32_templates=tf32_templates)
             if label not in ("default", "pytorch")
         ]
         for index, line in enumerate(step.lines)
@@ -395,30 +395,31 @@ def _row_alternatives(
 
 
 def line_alternatives(
-    graph: OpGraph, line: KernelLine, *, allow_tf32: bool = False
+    graph: OpGraph, line: KernelLine, *, tf32_templates: tuple[str, ...] = ()
 ) -> list[tuple[str, tuple[KernelLine | KeepLine, ...]]]:
     """Labelled alternatives for one kernel line: the line itself, its parameter variants, PyTorch's
     kernels for all its ops, and (for anchored kernels) splits at the prologue and the epilogue.
 
     Every alternative is checked against the fragment's graph, so each one decodes. TF32 variants
-    are left out unless the user allowed TF32 (float32 stays exact by default).
+    are left out unless the user's settings allow TF32 for the line's template (`tf32_templates`).
     """
     fragment = fragment_graph(graph, line.nodes)
     candidates: list[tuple[str, tuple[KernelLine | KeepLine, ...]]] = [("default", (line,))]
-    candidates += [(label, (variant,)) for label, variant in _parameter_variants(line, allow_tf32)]
+    candidates += [(label, (variant,)) for label, variant in _parameter_variants(line, tf32_templates)]
     candidates.append(("pytorch", tuple(KeepLine(name) for name in line.nodes)))
     candidates += _splits(fragment, line)
     return _decodable(fragment, candidates)
 
 
-def _parameter_variants(line: KernelLine, allow_tf32: bool) -> list[tuple[str, KernelLine]]:
-    """The line with its template's search parameters, labelled by what changed (TF32 only if allowed)."""
+def _parameter_variants(line: KernelLine, tf32_templates: tuple[str, ...]) -> list[tuple[str, KernelLine]]:
+    """The line with its template's search parameters, labelled by what changed (TF32 only for the templates in
+    `tf32_templates`: those the user's PyTorch settings let compute float32 in TF32, see engine/search.py)."""
     template = TEMPLATES[line.template]
     specs = {spec.name: spec for spec in template.parameters}
     defaults = dict(line.params)
     variants = []
     for params in template.search_parameters(defaults):
-        if params == defaults or (params.get("precision") == "tf32" and not allow_tf32):
+        if params == defaults or (params.get("precision") == "tf32" and line.template not in tf32_templates):
             continue
         changed = " ".join(f"{name}={specs[name].render(value)}" for name, value in params.items() if value != defaults[name])
         variants.append((changed, _with_params(line, params)))

@@ -39,6 +39,7 @@ from drtriton_lsp.engine.search import (
     WorkerMeasurer,
     default_cache_directory,
     search_schedule,
+    tf32_allowed,
 )
 from drtriton_lsp.engine.session import WorkerSession
 from drtriton_lsp.engine.verify import user_input_shapes, verify_candidate, worker_environment
@@ -159,6 +160,11 @@ def optimize_target(
     guards = capture["guards"]
     # verification and timing may hold the task's tensors several times over: their caps follow the task's size
     session = session.for_task(graph, device, devices.get("cuda_memory_bytes"))
+    # TF32 where the user's settings let PyTorch use it (a search's variants; the report says which kernels did)
+    tf32_templates = tf32_allowed(capture.get("precision", {}))
+    options = dataclasses.replace(
+        options, search_budget=dataclasses.replace(options.search_budget, tf32_templates=tf32_templates)
+    )
     device_info = describe_device(device, devices)
     versions = devices["versions"]
 
@@ -236,6 +242,10 @@ def optimize_target(
         kernel_source=trial.candidate,
         schedule=trial.program.schedule if trial.program else None,
         message="" if trial.verdict.verified else trial.verdict.explanation,
+        precision={
+            "triton": ("tf32" if trial.program.tf32 else "ieee") if trial.program else "as written",
+            "tf32_allowed": list(tf32_templates),
+        },
         **common,
     )
     return Outcome(report, trial.program, guards, task, user_input_shapes(graph))

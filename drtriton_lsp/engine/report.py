@@ -21,14 +21,17 @@ SCHEMA = "drtriton.report/1"
 
 @dataclass(frozen=True)
 class KernelSection:
-    """The report's `kernel`: the candidate's module source (what was verified and timed) and the schedule script it
-    was decoded from (None: no candidate, or a module a model wrote)."""
+    """The report's `kernel`: the candidate's module source (what was verified and timed), the schedule script it
+    was decoded from (None: no candidate, or a module a model wrote), and its float32 precision (None: unknown):
+    `triton` ("ieee", "tf32", or "as written" for a model's module) and `tf32_allowed` (the templates the user's
+    PyTorch settings let use TF32; PyTorch's own kept ops follow those settings too)."""
 
     source: str | None
     schedule: str | None
+    precision: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "schedule": self.schedule}
+        return {"source": self.source, "schedule": self.schedule, "precision": self.precision}
 
 
 @dataclass(frozen=True)
@@ -282,6 +285,7 @@ def build_report(
     message: str = "",
     versions: dict[str, str] | None = None,
     specialization: dict[str, Any] | None = None,
+    precision: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A new report's JSON, dated now (see Report for the entries)."""
     return Report(
@@ -293,7 +297,7 @@ def build_report(
         timing=timing,
         timing_note=timing_note,
         search=search,
-        kernel=KernelSection(kernel_source, schedule),
+        kernel=KernelSection(kernel_source, schedule, precision),
         replaced_ops=replaced_ops,
         kept_ops=kept_ops,
         message=message,
@@ -424,6 +428,11 @@ def to_markdown(report: dict[str, Any]) -> str:
     ]
     if correctness and "aten_audit" in correctness["checks"]:
         rows.append(("ops from", "the ATen audit of the verified run (what ran, not what was planned)"))
+    precision = report["kernel"].get("precision")
+    if precision:
+        triton = {"tf32": "TF32", "ieee": "exact float32 (IEEE)"}.get(precision["triton"], precision["triton"])
+        allowed = ", ".join(precision["tf32_allowed"]) or "nothing (PyTorch's float32 settings are all exact)"
+        rows.append(("precision", f"float32 products in Triton: {triton}; your settings allow TF32 for: {allowed}"))
     guards = (report.get("specialization") or {}).get("guards")
     if guards:
         rows.append(("specialised on (checked at each call)", "; ".join(guard["text"] for guard in guards)))

@@ -51,12 +51,26 @@ STOP_RESERVE_S = 0.5
 
 @dataclass(frozen=True)
 class SearchBudget:
-    """How much a search may spend: wall seconds, candidates in all, and candidates per fragment."""
+    """How much a search may spend: wall seconds, candidates in all, and candidates per fragment; and the templates
+    whose float32 products may be computed in TF32 (`tf32_templates`, from the user's settings: see `tf32_allowed`)."""
 
     seconds: float = 60.0
     candidates: int = 96
     per_fragment: int = 12
-    allow_tf32: bool = False
+    tf32_templates: tuple[str, ...] = ()
+
+
+def tf32_allowed(precision: dict[str, Any]) -> tuple[str, ...]:
+    """The templates that may compute float32 in TF32 under the user's PyTorch settings (as the task's process has
+    them after importing the user's module), the way PyTorch itself would: convolutions when
+    `torch.backends.cudnn.allow_tf32` is on (PyTorch's default), matmuls when `torch.backends.cuda.matmul.allow_tf32`
+    is on or `torch.get_float32_matmul_precision()` is not "highest" (off by default)."""
+    templates = []
+    if precision.get("cudnn_allow_tf32"):
+        templates.append("conv")
+    if precision.get("matmul_allow_tf32") or precision.get("float32_matmul_precision", "highest") != "highest":
+        templates.append("matmul")
+    return tuple(templates)
 
 
 @dataclass
@@ -210,7 +224,7 @@ def _search_steps(
         if deadline.expired() or remaining <= 0:
             return "budget"
         try:
-            options = step_alternatives(graph, step, allow_tf32=budget.allow_tf32)
+            options = step_alternatives(graph, step, tf32_templates=budget.tf32_templates)
             fragment = fragment_graph(graph, step.nodes)
         except UnsearchableFragment as why:
             progress(f"fragment {number}/{len(steps)} ({','.join(step.nodes)}): not searched, {why.message}")

@@ -16,7 +16,14 @@ from drtriton_lsp.task import Task
 from drtriton_lsp.worker.capture import capture, capture_graph
 from drtriton_lsp.worker.devices import describe_devices
 from drtriton_lsp.worker.specialization import record_guards
-from drtriton_lsp.worker.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
+from drtriton_lsp.worker.task_runtime import (
+    build_model,
+    draw_inputs,
+    load_task,
+    precision_settings,
+    scratch_directory,
+    task_file,
+)
 
 MODE_DEPENDENT_MODULES = (
     torch.nn.modules.dropout._DropoutNd,
@@ -60,6 +67,8 @@ def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict
         "graph": graph.to_json(), "guards": guards, "devices": describe_devices(), "capture_note": captured.static_note,
         # the signatures of the graph's ops, so the caller plans and lowers kernels without importing torch
         "schemas": captured.schemas,
+        # the user's float32 precision settings once their module is imported: which kernels may use TF32
+        "precision": precision_settings(),
     }
 
 

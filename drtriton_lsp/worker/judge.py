@@ -32,7 +32,14 @@ from drtriton_lsp.worker.capture import export_program, graph_from_exported
 from drtriton_lsp.worker.gpu_lock import gpu_hold
 from drtriton_lsp.worker.op_audit import OpRecorder, takes_computing
 from drtriton_lsp.worker.shapes import InputShapePlan, plan_input_shapes, resize_inputs
-from drtriton_lsp.worker.task_runtime import build_model, draw_inputs, load_task, scratch_directory, task_file
+from drtriton_lsp.worker.task_runtime import (
+    build_model,
+    draw_inputs,
+    load_task,
+    precision_settings,
+    scratch_directory,
+    task_file,
+)
 from drtriton_lsp.worker.tensor_exchange import flat_values, same_layout_on, share
 from drtriton_lsp.worker.tolerances import tolerance_for
 
@@ -374,7 +381,7 @@ class Judge:
         lane.host.send(
             "load",
             {"source": "candidate.py", "init": "init.pt", "init_seed": init_seed(self.seed),
-             "device": str(self.device), "precision": _precision_settings(),
+             "device": str(self.device), "precision": precision_settings(),
              "ipc_probe": share(self.ipc_probe) if self.ipc_probe is not None else None},
         )
 
@@ -958,15 +965,6 @@ def _to_device(call: Call, device: torch.device) -> tuple[list, dict]:
 
 def _cpu_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: value.detach().cpu() for name, value in model.state_dict().items()}
-
-
-def _precision_settings() -> dict[str, Any]:
-    """The float32 precision settings of this process (the user's defaults), for the candidate's process."""
-    return {
-        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-    }
 
 
 def _has_index_inputs(inputs: list) -> bool:

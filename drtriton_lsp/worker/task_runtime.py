@@ -84,3 +84,13 @@ def user_line_of(error: BaseException, task: Task, path: Path) -> int | None:
         return None
     task_line = frames[-1].lineno
     return task.origin_line(task_line) if task.line_map else task_line
+
+
+def precision_settings() -> dict[str, Any]:
+    """The float32 precision settings of this process, the user's once their module is imported (it may set them):
+    for the candidate's process, and for the search's choice of TF32 (engine/search.py's `tf32_allowed`)."""
+    return {
+        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }

@@ -19,7 +19,7 @@ from drtriton_lsp.compiler.planner import default_schedule
 from drtriton_lsp.compiler.script import KernelLine, Schedule, parse_schedule, print_schedule
 from drtriton_lsp.compiler.templates import TEMPLATES
 from drtriton_lsp.compiler.templates.base import KernelPlan
-from drtriton_lsp.engine.search import SearchBudget, search_schedule
+from drtriton_lsp.engine.search import SearchBudget, search_schedule, tf32_allowed
 from schedule_helpers import capture, compile_with, schedule_choosing
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
@@ -342,3 +342,20 @@ def test_default_parameters_follow_the_problem_size(dtype, channels, batch, expe
     parameters = TEMPLATES["conv"].default_parameters(conv_plan(graph), graph)
     assert {name: parameters[name] for name in expected} == expected
     assert parameters["precision"] == "ieee"
+
+
+def test_tf32_variants_are_offered_only_for_the_templates_the_users_settings_allow():
+    graph = capture(ConvBlock(), (randn(2, 4, 6, 6),))
+    (step,) = search_steps(graph, default_schedule(graph))
+
+    def tf32_labels(tf32_templates):
+        return [label for label, _ in step_alternatives(graph, step, tf32_templates=tf32_templates) if "tf32" in label]
+
+    assert tf32_labels(()) == [] and tf32_labels(("matmul",)) == []
+    assert tf32_labels(("conv",)) == ["conv precision=tf32"]
+    # PyTorch's defaults: cuDNN may use TF32, float32 matmuls may not
+    defaults = {"matmul_allow_tf32": False, "cudnn_allow_tf32": True, "float32_matmul_precision": "highest"}
+    assert tf32_allowed(defaults) == ("conv",)
+    assert tf32_allowed({**defaults, "cudnn_allow_tf32": False}) == ()
+    assert tf32_allowed({**defaults, "float32_matmul_precision": "high"}) == ("conv", "matmul")
+    assert tf32_allowed({**defaults, "matmul_allow_tf32": True, "cudnn_allow_tf32": False}) == ("matmul",)

@@ -16,6 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.engine.search import tf32_allowed
 from drtriton_lsp.errors import CaptureError
 from drtriton_lsp.task import Task
 from drtriton_lsp.worker.capture import capture, capture_graph
@@ -305,3 +306,32 @@ def test_the_capture_job_says_why_the_sizes_are_fixed():
     messages: list[str] = []
     result = run_capture({"task": task.to_json()}, messages.append)
     assert "unhashable" in result["capture_note"] and result["capture_note"] in messages
+
+
+TASK_WITH_TF32_MATMULS = """
+import torch
+
+torch.set_float32_matmul_precision("high")
+
+
+class Model(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.relu(a @ b)
+
+
+def get_inputs():
+    return [torch.randn(4, 8), torch.randn(8, 4)]
+"""
+
+
+def test_the_capture_job_reports_the_users_precision_settings_once_their_module_is_imported(monkeypatch):
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    previous = torch.get_float32_matmul_precision()
+    try:
+        result = run_capture({"task": Task(name="Model", kind="module", source=TASK_WITH_TF32_MATMULS).to_json()},
+                             lambda _message: None)
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    assert result["precision"]["float32_matmul_precision"] == "high" and result["precision"]["cudnn_allow_tf32"]
+    assert tf32_allowed(result["precision"]) == ("conv", "matmul")
