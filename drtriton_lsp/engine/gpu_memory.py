@@ -13,10 +13,15 @@ import threading
 from typing import Iterator
 
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.memory_caps import TENSOR_COPIES, task_bytes
+from drtriton_lsp.engine.memory_caps import task_bytes
 
 # the CUDA contexts, library workspaces (cuBLAS, cuDNN) and Triton of the judge's and the candidate's processes
 GPU_RUNTIME_BYTES = 2 * 1024**3
+# copies of the task's tensors one verification holds on the GPU at its peak, as measured on the H200: a conv+ReLU+bias
+# task of 1.58 GB (128x64x128x128 float32 in) took 29.2 GiB in the judge (the float64 reference and cuDNN's
+# workspace for it among them) and 16.7 GiB in each of its two candidate processes, 62.6 GiB in all; twelve copies
+# (the host cap's) let eight of them run the GPU out of memory (benchmarks/results/bench-jobs-memory-h200.md)
+GPU_TENSOR_COPIES = 40
 # what other processes and fragmentation may take: jobs are admitted up to this share of the GPU's memory
 USABLE_SHARE = 0.9
 # the worker methods whose jobs hold a task's tensors on the GPU
@@ -27,8 +32,9 @@ CANCEL_POLL_S = 0.2
 
 def task_gpu_bytes(graph: OpGraph) -> int:
     """The GPU bytes one job on this task may hold at once: the task's tensors as many times over as a verification
-    holds them (the float64 reference, both processes' inputs and outputs), plus the processes' runtime."""
-    return GPU_RUNTIME_BYTES + TENSOR_COPIES * task_bytes(graph)
+    holds them (the float64 reference, both candidate processes' inputs and outputs, library workspaces, what the
+    caching allocator keeps), plus the processes' runtime."""
+    return GPU_RUNTIME_BYTES + GPU_TENSOR_COPIES * task_bytes(graph)
 
 
 class GpuMemory:

@@ -10,8 +10,7 @@ import time
 import pytest
 
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
-from drtriton_lsp.engine.gpu_memory import GPU_RUNTIME_BYTES, USABLE_SHARE, GpuMemory, task_gpu_bytes
-from drtriton_lsp.engine.memory_caps import TENSOR_COPIES
+from drtriton_lsp.engine.gpu_memory import GPU_RUNTIME_BYTES, GPU_TENSOR_COPIES, USABLE_SHARE, GpuMemory, task_gpu_bytes
 from drtriton_lsp.engine.session import WorkerSession
 from drtriton_lsp.runners.runner import JobFailure, JobLimits
 
@@ -102,8 +101,8 @@ def softmax_graph(rows: int, columns: int) -> OpGraph:
 
 def test_a_session_reserves_its_tasks_bytes_for_the_jobs_that_hold_tensors_on_the_gpu_only():
     graph = softmax_graph(4096, 393216)  # 6.4 GB in and out
-    assert task_gpu_bytes(graph) == GPU_RUNTIME_BYTES + TENSOR_COPIES * 2 * 4096 * 393216 * 4
-    memory = GpuMemory(1000 * GiB)
+    assert task_gpu_bytes(graph) == GPU_RUNTIME_BYTES + GPU_TENSOR_COPIES * 2 * 4096 * 393216 * 4
+    memory = GpuMemory(10000 * GiB)
     runner = RecordingRunner(memory)
     session = WorkerSession(runner, gpu_memory=memory).for_task(graph, "cuda")
     for method in ("capture", "verify", "benchmark", "time_candidates", "sample_model"):
