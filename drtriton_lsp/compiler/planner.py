@@ -349,6 +349,9 @@ def _plan(graph, nodes, roles, readers, template_name, members, params, prefix, 
         problem = TEMPLATES[template_name].reduction_problem(plan, graph)
         if problem:
             raise fail(problem, "fold it in a separate reduce kernel")
+    problem = TEMPLATES[template_name].parameter_problem(plan, graph)
+    if problem:
+        raise fail(problem, "choose another value (docs/COMPILER.md lists each template's parameters)")
     return plan
 
 

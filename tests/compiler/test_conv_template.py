@@ -251,8 +251,7 @@ def test_a_conv_line_round_trips_and_decodes_to_the_same_source():
 
 
 UNSUPPORTED_CASES = {
-    "groups": (nn.Conv2d(4, 4, 3, groups=2), randn(2, 4, 6, 6), "groups=2"),
-    "depthwise": (nn.Conv2d(4, 4, 3, groups=4), randn(2, 4, 6, 6), "groups=4"),
+    "groups": (nn.Conv2d(4, 4, 3, groups=2), randn(2, 4, 6, 6), "groups=2; of the grouped convolutions only depthwise"),
     "conv3d": (nn.Conv3d(3, 4, 3), randn(2, 3, 5, 5, 5), "non-transposed 1-d and 2-d convolutions"),
     "transposed": (nn.ConvTranspose2d(3, 4, 3), randn(2, 3, 5, 5), "non-transposed 1-d and 2-d convolutions"),
     "unbatched": (nn.Conv2d(3, 4, 3), randn(3, 6, 6), "an input of rank 3"),
@@ -359,3 +358,37 @@ def test_tf32_variants_are_offered_only_for_the_templates_the_users_settings_all
     assert tf32_allowed({**defaults, "cudnn_allow_tf32": False}) == ()
     assert tf32_allowed({**defaults, "float32_matmul_precision": "high"}) == ("conv", "matmul")
     assert tf32_allowed({**defaults, "matmul_allow_tf32": True, "cudnn_allow_tf32": False}) == ("matmul",)
+
+
+DEPTHWISE_CASES = {
+    "depthwise 3x3, padding 1": (nn.Conv2d(6, 6, 3, padding=1, groups=6), randn(2, 6, 9, 9), randn(3, 6, 11, 13)),
+    "depthwise 7x7, padding 3 (ConvNeXt)": (nn.Conv2d(4, 4, 7, padding=3, groups=4), randn(2, 4, 10, 10), randn(1, 4, 13, 9)),
+    "depthwise stride 2, no bias (MobileNet)": (
+        nn.Conv2d(5, 5, 3, stride=2, padding=1, groups=5, bias=False), randn(2, 5, 9, 9), randn(2, 5, 12, 11),
+    ),
+    "depthwise, channel multiplier 2, dilation": (
+        nn.Conv2d(3, 6, (3, 2), padding=(2, 1), dilation=(2, 1), groups=3), randn(2, 3, 8, 8), randn(1, 3, 9, 7),
+    ),
+    "depthwise conv1d, padding same": (nn.Conv1d(4, 4, 4, padding="same", groups=4), randn(2, 4, 12), randn(3, 4, 17)),
+}
+
+
+@pytest.mark.parametrize("case", list(DEPTHWISE_CASES), ids=list(DEPTHWISE_CASES))
+def test_a_depthwise_convolution_matches_pytorch_at_odd_sizes(case, run_conv):
+    model, capture_input, test_input = DEPTHWISE_CASES[case]
+    program, actual, expected = run_conv(model, (capture_input,), (test_input,))
+    assert program.kept_ops == () and len(program.kernels) == 1, program.schedule
+    assert "no tl.dot" in program.kernel_block and "tl.dot(" not in program.kernel_block
+    assert actual.shape == expected.shape
+    torch.testing.assert_close(actual, expected, **FLOAT32)
+
+
+def test_a_depthwise_convolution_fuses_its_epilogue_and_is_searched_without_tf32():
+    block = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.Hardtanh(0.0, 6.0))
+    graph = capture(block.eval(), (randn(2, 8, 6, 6),))
+    (step,) = search_steps(graph, default_schedule(graph))
+    labels = [label for label, _ in step_alternatives(graph, step, tf32_templates=("conv",))]
+    assert "conv" in labels and not [label for label in labels if "tf32" in label]
+    with pytest.raises(ScheduleError, match="nothing to compute in TF32"):
+        compile_with(graph, schedule_choosing(graph, "conv").replace("precision=ieee", "precision=tf32"))
+

@@ -214,6 +214,11 @@ class Template:
         with `reduces_output`). plan.params is empty while the default parameters are being chosen."""
         raise NotImplementedError
 
+    def parameter_problem(self, plan: KernelPlan, graph: OpGraph) -> str:
+        """Why this plan's parameters do not fit its ops ("" when they do, or while plan.params is empty: the
+        defaults are then being chosen)."""
+        return ""
+
     def default_parameters(self, plan: KernelPlan, graph: OpGraph) -> dict[str, Any]:
         """The parameters the compiler picks when no script gives them (a heuristic, not a search)."""
         raise NotImplementedError

@@ -1,6 +1,7 @@
-"""The conv template: conv1d and conv2d (groups=1) as one implicit-GEMM Triton kernel with a pointwise epilogue.
+"""The conv template: conv1d and conv2d as one Triton kernel with a pointwise epilogue: an implicit GEMM (groups=1), or
+per-channel multiply-adds for a depthwise convolution (groups = input channels), where cuDNN is weakest.
 
-Output pixels are the GEMM's rows and output channels its columns; each input tile is gathered through the input's strides.
+Output pixels are the tile's rows and output channels its columns; each input tile is gathered through the input's strides.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class ConvForm:
 
     window: the weight's spatial sizes (fixed in the graph). padding_before / padding_after: zeros on each
     side of each spatial dim (they differ for padding='same' with an even window, as in PyTorch).
+    multiplier: 0 for a dense convolution (groups=1); for a depthwise one (groups = input channels), the output
+    channels per input channel: output channel o then reads input channel o // multiplier alone (c above).
     """
 
     input: str
@@ -69,6 +72,7 @@ class ConvForm:
     padding_before: tuple[int, ...]
     padding_after: tuple[int, ...]
     dilation: tuple[int, ...]
+    multiplier: int = 0
 
     @property
     def spatial(self) -> int:
@@ -86,7 +90,7 @@ def conv_form(node: OpNode, graph: OpGraph) -> ConvForm | None:
 def read_conv(node: OpNode, graph: OpGraph) -> ConvForm:
     """The op as a convolution; raises NotComputed saying why this template does not compute it."""
     if node.op not in CONV_OVERLOADS:
-        raise NotComputed("the conv template computes non-transposed 1-d and 2-d convolutions with groups=1")
+        raise NotComputed("the conv template computes non-transposed 1-d and 2-d convolutions, dense or depthwise")
     bound = bind_arguments(node)
     source, weight, bias = graph_ref(bound["input"]), graph_ref(bound["weight"]), graph_ref(bound["bias"])
     source_spec = graph.spec_of(source) if source else None
@@ -101,9 +105,19 @@ def read_conv(node: OpNode, graph: OpGraph) -> ConvForm:
         raise NotComputed(f"{spatial} spatial dims; only 1-d and 2-d convolutions")
     if source_spec.rank != spatial + 2 or weight_spec.rank != spatial + 2:
         raise NotComputed(f"an input of rank {source_spec.rank}; the input must be [batch, channels, {spatial} spatial dims]")
-    if bound["groups"] != 1:
-        raise NotComputed(f"groups={bound['groups']}; grouped and depthwise convolutions stay in PyTorch")
-    if weight_spec.shape[1] != source_spec.shape[1]:
+    groups, channels, out_channels = bound["groups"], source_spec.shape[1], weight_spec.shape[0]
+    multiplier = 0
+    if groups != 1:
+        depthwise = (
+            isinstance(channels, int) and groups == channels and weight_spec.shape[1] == 1
+            and isinstance(out_channels, int) and out_channels % groups == 0
+        )
+        if not depthwise:
+            raise NotComputed(
+                f"groups={groups}; of the grouped convolutions only depthwise ones (groups = input channels) are computed"
+            )
+        multiplier = out_channels // groups
+    elif weight_spec.shape[1] != channels:
         raise NotComputed("the weight's input channels differ from the input's")
     window = weight_spec.shape[2:]
     if not all(isinstance(size, int) and size > 0 for size in window):
@@ -132,18 +146,18 @@ def read_conv(node: OpNode, graph: OpGraph) -> ConvForm:
         before = after = int_per_dim(padding, spatial)
         if before is None or min(before) < 0:
             raise NotComputed("padding must be ints of at least 0, 'valid' or 'same'")
-    return ConvForm(source, weight, bias, window, stride, before, after, dilation)
+    return ConvForm(source, weight, bias, window, stride, before, after, dilation, multiplier)
 
 
 class ConvTemplate(Template):
-    """Implicit-GEMM convolutions with a pointwise epilogue on each output tile.
+    """Implicit-GEMM (and depthwise) convolutions with a pointwise epilogue on each output tile.
 
     Kept in PyTorch by default: cuDNN usually wins, so only a script line or a search that measured
     this kernel faster (typically where the epilogue saves a pass over the output) chooses it.
     """
 
     name = "conv"
-    summary = "conv1d and conv2d (groups=1), with pointwise epilogues; kept in PyTorch unless a script or a search picks it"
+    summary = "conv1d and conv2d (dense or depthwise), with pointwise epilogues; kept in PyTorch unless a script or a search picks it"
     parameters = (
         tile(
             "tile",
@@ -179,7 +193,13 @@ class ConvTemplate(Template):
         out_shape = node.spec.shape
         rows = example_size(out_shape[0], graph) * example_extent(out_shape[2:], graph)
         columns = example_size(out_shape[1], graph)
-        channels = example_size(graph.spec_of(conv_form(node, graph).input).shape[1], graph)
+        form = conv_form(node, graph)
+        if form.multiplier:
+            # no channel reduction: a tile of pixels (contiguous in the input) by a few channels, one multiply-add
+            # per window position; the K slice is unused
+            tile_sizes = (power_of_two_within(rows, 16, 128), power_of_two_within(columns, 16, 32), 16)
+            return {"tile": tile_sizes, "warps": 4, "stages": 2, "precision": "ieee"}
+        channels = example_size(graph.spec_of(form.input).shape[1], graph)
         half = node.spec.dtype != "float32"
         # a K slice is input channels at one window position: wider than the channels only adds zeros
         depth = power_of_two_within(channels, 16, 64 if half else 32)
@@ -208,6 +228,12 @@ class ConvTemplate(Template):
         variants += [{**defaults, "stages": depth} for depth in (stages - 1, stages + 1) if 1 <= depth <= 6]
         other = "tf32" if defaults["precision"] == "ieee" else "ieee"
         return variants + [{**defaults, "precision": other}]
+
+    def parameter_problem(self, plan: KernelPlan, graph: OpGraph) -> str:
+        node = next(node for node in graph.nodes if node.name == plan.anchor)
+        if plan.params.get("precision") == "tf32" and conv_form(node, graph).multiplier:
+            return "precision=tf32: a depthwise convolution multiplies in float32 without tl.dot, nothing to compute in TF32"
+        return ""
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
         node = next(node for node in context.graph.nodes if node.name == plan.anchor)
@@ -311,6 +337,8 @@ class ConvKernel:
         replaced = ", ".join(f"{op} ({node})" for node, op in zip(self.plan.nodes, self.plan.ops))
         products = products_text(self.dtype, self.plan.params["precision"])
         window = "x".join(str(size) for size in self.form.window)
+        if self.form.multiplier:
+            return self._depthwise_docstring(replaced, window)
         finishes = [step for step, present in (("adds the bias", self.bias), ("computes the epilogue", self.plan.epilogue)) if present]
         tail = ", ".join(finishes) + " in float32 and stores the tile" if finishes else "stores the tile"
         description = (
@@ -319,6 +347,19 @@ class ConvKernel:
             f"BLOCK_M x BLOCK_N output tile: for each window position it gathers BLOCK_K input channels of every "
             f"pixel's patch straight from the input (through its strides; padding reads 0), multiplies them with the "
             f"weight's slice by tl.dot ({products}, float32 accumulation), then {tail}."
+        )
+        return [f'"""Replaces {replaced}.', ""] + textwrap.wrap(description, GEMM_DOCSTRING_WIDTH) + ['"""']
+
+    def _depthwise_docstring(self, replaced: str, window: str) -> list[str]:
+        source_channel = "c" if self.form.multiplier == 1 else f"c // {self.form.multiplier}"
+        finishes = [step for step, present in (("adds the bias", self.bias), ("computes the epilogue", self.plan.epilogue)) if present]
+        description = (
+            f"Depthwise convolution: output {domain_text(self.plan.domain)}, each output channel c the {window} window "
+            f"of input channel {source_channel} alone. Each program computes one BLOCK_M pixels x BLOCK_N channels "
+            f"tile: for each window position it gathers the pixels' inputs straight from the input (through its "
+            f"strides; padding reads 0) and multiply-adds them with each channel's weight in float32"
+            + (", then " + ", ".join(finishes) if finishes else "")
+            + ", and stores the tile."
         )
         return [f'"""Replaces {replaced}.', ""] + textwrap.wrap(description, GEMM_DOCSTRING_WIDTH) + ['"""']
 
@@ -369,6 +410,8 @@ class ConvKernel:
             f"window_{axis} * DILATION_{axis.upper()} * {stride}" for axis, stride in zip(axes, spatial_strides)
         )
         weight_offset = " + ".join(f"window_{axis} * {stride}" for axis, stride in zip(axes, window_strides))
+        if form.multiplier:
+            return self._depthwise_loop_lines(input_tile, weight_tile, weight_columns, bounds, window_offset, weight_offset)
         lines = [
             f"{weight_columns} = {self.weight_pointer} + cols * {out_stride}",
             "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
@@ -405,6 +448,46 @@ class ConvKernel:
         ]
         dot = dot_lines(input_tile, weight_tile, self.dtype, self.plan.params["precision"])
         return lines + [INDENT + line for line in dot]
+
+    def _depthwise_loop_lines(
+        self, input_tile: str, weight_tile: str, weight_columns: str, bounds: list[str], window_offset: str,
+        weight_offset: str,
+    ) -> list[str]:
+        """The window loop of a depthwise convolution: each position one multiply-add of the pixels' inputs (of
+        each output channel's own input channel) with that channel's weight."""
+        form, axes = self.form, self.axes
+        _, channel_stride, *_ = self.input_strides
+        out_stride, *_ = self.weight_strides
+        padded = [position for position in range(form.spatial) if form.padding_before[position] or form.padding_after[position]]
+        source_channels = "cols" if form.multiplier == 1 else f"cols // {form.multiplier}"
+        lines = [
+            f"{weight_columns} = {self.weight_pointer} + cols * {out_stride}",
+            "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+            "# each output channel reads its own input channel: no sum over channels, so no tl.dot",
+            f"channels = {source_channels}",
+            f"for position in range({' * '.join(f'WINDOW_{axis.upper()}' for axis in axes)}):",
+        ]
+        lines += [
+            INDENT + line
+            for line in _split_lines("position", [f"window_{axis}" for axis in axes], [f"WINDOW_{axis.upper()}" for axis in axes])
+        ]
+        lines += [
+            f"{INDENT}in_{axes[position]} = in_{axes[position]}_start + window_{axes[position]} * DILATION_{axes[position].upper()}"
+            for position in padded
+        ]
+        lines += [
+            f"{INDENT}# pixels past M{' and window positions in the padding' if padded else ''} read 0, which adds nothing",
+            f"{INDENT}inside = {' & '.join(bounds)}",
+            f"{INDENT}window_offset = {window_offset}",
+            f"{INDENT}{input_tile} = tl.load(",
+            f"{INDENT * 2}{self.input_pointer} + (window_starts + window_offset)[:, None] + channels[None, :] * {channel_stride},",
+            f"{INDENT * 2}mask=inside[:, None] & (cols < N)[None, :],",
+            f"{INDENT * 2}other=0.0,",
+            f"{INDENT})",
+            f"{INDENT}{weight_tile} = tl.load({weight_columns} + {weight_offset}, mask=cols < N, other=0.0)",
+            f"{INDENT}acc += {input_tile}.to(tl.float32) * {weight_tile}.to(tl.float32)[None, :]",
+        ]
+        return lines
 
     # -- wrapper ---------------------------------------------------------------------------------
 
