@@ -234,7 +234,7 @@ def model_settings(args: argparse.Namespace):
     from drtriton_lsp.models.settings import ModelSettings
 
     common = dict(kind=args.model_kind, samples=args.samples, turns=max(0, args.turns), apiKeyEnv=args.api_key_env,
-                  constrained=not args.unconstrained)
+                  constrained=not args.unconstrained, seconds=max(1, round(args.search_seconds)))
     if args.model is None:
         return ModelSettings()
     if args.model.startswith(("http://", "https://")):

@@ -15,7 +15,7 @@ from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.report import ModelSearchEntry
 from drtriton_lsp.engine.search import Deadline
 from drtriton_lsp.engine.session import Cancelled, WorkerSession
-from drtriton_lsp.engine.verify import verify_candidate
+from drtriton_lsp.engine.verify import verify_candidate, worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
 from drtriton_lsp.models.backends import ModelBackend, ModelUnavailable, Sampling, SamplingCancelled
@@ -183,7 +183,7 @@ def run_model_search(
         for candidate in search.candidates:
             if candidate.source is not None and candidate.verdict is None:
                 candidate.reason = f"not judged: the search's {seconds:g} s ran out first"
-        progress(f"model: the search's {seconds:g} s ran out; keeping what was measured")
+        progress(f"model: the search's {seconds:g} s ran out; keeping what was measured (more time: --search-seconds)")
     search.seconds = time.monotonic() - started
     return search
 
@@ -270,9 +270,11 @@ class WorkerModelMeasurer:
 
         def verify_one(candidate: ModelCandidate) -> None:
             try:
+                # each verification starts the next one's worker (or the timing job's: the same environment on a GPU)
                 verdict = verify_candidate(
                     self.task, candidate.source, session=session, device=self.device, trials=self.trials,
                     input_shapes=self.input_shapes, tf32=bool(candidate.program and candidate.program.tf32),
+                    prepare_next=worker_environment(self.device),
                 )
             except Cancelled:
                 return  # not judged: its verdict stays None

@@ -86,6 +86,15 @@ class ModelSettings:
             "stored in settings); empty: no key is sent.",
         },
     )
+    seconds: int = field(
+        default=60,
+        metadata={
+            "minimum": 1,
+            "doc": "The time the model's part of a Generate may take per target: sampling (loading a checkpoint "
+            "included) and verifying its answers. When it runs out, the answers verified so far are kept and the "
+            "report says `stopped: budget`. The CLI's `--search-seconds` sets it.",
+        },
+    )
     timeoutSeconds: int = field(
         default=120,
         metadata={

@@ -92,9 +92,12 @@ class JobKind:
 
 def _engine_options(settings: Settings) -> OptimizeOptions:
     from drtriton_lsp.engine.pipeline import OptimizeOptions
+    from drtriton_lsp.engine.search import SearchBudget
 
+    # the editor runs no schedule search: the budget is the model's (drtriton.model.seconds)
     return OptimizeOptions(
-        device=settings.device, trials=settings.trials, device_option=DEVICE_SETTING, model=settings.model
+        device=settings.device, trials=settings.trials, device_option=DEVICE_SETTING, model=settings.model,
+        search_budget=SearchBudget(seconds=settings.model.seconds),
     )
 
 

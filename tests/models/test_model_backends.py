@@ -4,6 +4,7 @@ bad answers, a dead or slow server and a cancel are the real thing, never mocks.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -35,6 +36,8 @@ from drtriton_lsp.models.backends import (
 from drtriton_lsp.models.script_grammar import ScriptConstraint, ScriptGrammar, answer_pattern, script_constraint
 from drtriton_lsp.models.settings import ModelSettings, parse_model_settings
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
+from drtriton_lsp.server.jobs import _engine_options
+from drtriton_lsp.server.settings import Settings
 from drtriton_lsp.source.extract import extract_task
 from drtriton_lsp.task import Task
 
@@ -287,7 +290,7 @@ def test_optimize_with_a_local_checkpoint_verifies_the_models_answers_beside_the
 ):
     report_path = tmp_path / "report.json"
     status = cli.main([
-        "optimize", str(example.path), "--device", "cpu", "--trials", "2", "--model", str(answering_model),
+        "optimize", str(example.path), "--device", "cpu", "--trials", "2", "--search-seconds", "900", "--model", str(answering_model),
         "--model-kind", "both", "--samples", "2", "--turns", "1", "--json", str(report_path),
     ])
     report = json.loads(report_path.read_text())
@@ -311,7 +314,7 @@ def test_a_local_checkpoints_answers_are_kept_and_a_repeated_request_is_answered
     for run in ("first", "again"):
         report_path = tmp_path / f"{run}.json"
         assert cli.main([
-            "optimize", str(example.path), "--device", "cpu", "--trials", "2", "--model", str(answering_model),
+            "optimize", str(example.path), "--device", "cpu", "--trials", "2", "--search-seconds", "900", "--model", str(answering_model),
             "--model-kind", "both", "--samples", "2", "--turns", "1", "--search-cache", str(cache),
             "--json", str(report_path),
         ]) == cli.EXIT_OK
@@ -398,7 +401,7 @@ def test_the_answer_cache_keys_everything_an_answer_depends_on_and_asks_again_fo
 def test_optimize_against_a_dead_server_gives_the_compilers_result_and_says_why(example, tmp_path):
     report_path = tmp_path / "report.json"
     status = cli.main([
-        "optimize", str(example.path), "--device", "cpu", "--trials", "2", "--model", "http://127.0.0.1:9/v1",
+        "optimize", str(example.path), "--device", "cpu", "--trials", "2", "--search-seconds", "900", "--model", "http://127.0.0.1:9/v1",
         "--json", str(report_path),
     ])
     report = json.loads(report_path.read_text())
@@ -427,7 +430,7 @@ def test_model_settings_reject_bad_values_and_the_cli_tells_a_url_from_a_checkpo
         "drtriton.model.backend = 'gpt' is not one of none, openai, transformers, vllm; using 'none'",
         "drtriton.model.samples = 0 is below the minimum 1; using 4",
         "unknown setting drtriton.model.colour (known: backend, endpoint, name, path, python, kind, samples, turns, "
-        "constrained, apiKeyEnv, timeoutSeconds); ignored",
+        "constrained, apiKeyEnv, seconds, timeoutSeconds); ignored",
     ]
     parser = cli.build_parser()
     url = cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", "http://h:8000/v1", "--turns", "3"]))
@@ -440,7 +443,14 @@ def test_model_settings_reject_bad_values_and_the_cli_tells_a_url_from_a_checkpo
     ))
     assert (engine.backend, engine.path, engine.python) == ("vllm", str(tmp_path), "/opt/v/bin/python")
     free = cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", str(tmp_path), "--unconstrained"]))
-    assert not free.constrained
+    assert not free.constrained and free.seconds == 60
+    timed = cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", str(tmp_path), "--search-seconds", "7.4"]))
+    assert timed.seconds == 7
+    # the editor runs no schedule search: drtriton.model.seconds is the whole budget of a Generate's model part
+    editor_settings, _problems = parse_model_settings({"backend": "openai", "endpoint": "http://h/v1", "seconds": 9},
+                                                      "drtriton.model")
+    options = _engine_options(dataclasses.replace(Settings(), model=editor_settings))
+    assert options.search_budget.seconds == 9 and options.model.seconds == 9
     with pytest.raises(DrtritonError, match="neither a URL nor a directory"):
         cli.model_settings(parser.parse_args(["optimize", "f.py", "--model", str(tmp_path / "absent")]))
 

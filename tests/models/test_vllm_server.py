@@ -121,7 +121,7 @@ def test_optimize_with_a_vllm_server_verifies_its_answers_beside_the_compiler(ex
     url, _checkpoint = vllm_server
     report_path = tmp_path / "report.json"
     status = cli.main([
-        "optimize", str(example.path), "--device", "cpu", "--trials", "2", "--model", url, "--model-kind", "both",
+        "optimize", str(example.path), "--device", "cpu", "--trials", "2", "--search-seconds", "900", "--model", url, "--model-kind", "both",
         "--samples", "2", "--turns", "1", "--json", str(report_path),
     ])
     report = json.loads(report_path.read_text())
@@ -159,7 +159,7 @@ def test_optimize_with_the_vllm_engine_verifies_its_answers_beside_the_compiler(
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     report_path = tmp_path / "report.json"
     status = cli.main([
-        "optimize", str(example.path), "--device", "cpu", "--trials", "2", "--model", str(checkpoint),
+        "optimize", str(example.path), "--device", "cpu", "--trials", "2", "--search-seconds", "900", "--model", str(checkpoint),
         "--model-engine", "vllm", "--model-python", VLLM_PYTHON, "--model-kind", "script", "--samples", "2",
         "--turns", "0", "--json", str(report_path),
     ])

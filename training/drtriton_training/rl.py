@@ -154,11 +154,13 @@ def _split_programs(level: int, recipe: RlRecipe):
     """The first programs of `level` under the run's seed that fill the train and validation quotas (teach's split
     by hash: the same program is on the same side for SFT and RL; held-out hashes are never drawn)."""
     from drtriton_training.dataset import synthesize_level  # OR-Tools, needed only before programs.jsonl exists
+    from drtriton_training.shapes import SynthesisLimits
 
     wanted = {"train": recipe.train_programs_per_level, "validation": recipe.eval_programs_per_level}
     count = recipe.train_programs_per_level + 25 * recipe.eval_programs_per_level
     while True:
         candidates = synthesize_level(level, count, recipe.program_seed, exclude=heldout_hashes(),
+                                      limits=SynthesisLimits().scaled(recipe.program_scale),
                                       workers=min(os.cpu_count() or 1, 8))
         by_split = {split: [p for p in candidates if split_of(p.hash) == split][:n] for split, n in wanted.items()}
         if all(len(by_split[split]) == n for split, n in wanted.items()) or len(candidates) < count:

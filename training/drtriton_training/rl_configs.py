@@ -38,6 +38,10 @@ class RlRecipe:
             the `train` split RL samples prompts from, and of the `validation` split (teach's fixed ~5 % of hashes,
             never trained on by SFT or RL) pass@1 is measured on.
         program_seed (`int`, default `3`): synthesis seed (the shipped model was taught seeds 1 and 2).
+        program_scale (`int`, default `1`): the synthesis caps (elements per tensor and in all, FLOPs) times this:
+            1 keeps the CPU sizes SFT taught; on a GPU, programs that small time kernel launches, not kernels (the
+            first H200 run's speed reward was launch noise), so `small` and `multi_gpu` take 256 (up to 16M
+            elements, 64 MB in float32, per tensor, sizes drawn from the top quarter of their range).
         advance_threshold (`float`, default `0.5`): advance to the next level once pass@1 on the current level's
             validation programs reaches it (the paper's 50 %). `--advance-threshold` overrides it.
         eval_every_steps (`int`, default `20`): measure pass@1 every this many steps (and at the start).
@@ -90,6 +94,7 @@ class RlRecipe:
     train_programs_per_level: int = 64
     eval_programs_per_level: int = 8
     program_seed: int = 3
+    program_scale: int = 1
     advance_threshold: float = 0.5
     eval_every_steps: int = 20
     eval_samples: int = 4
@@ -183,6 +188,7 @@ RECIPES = {
     "small": RlRecipe(
         name="small",
         model=str(SHIPPED_MODEL),
+        program_scale=256,
         time_limit_s=420.0,
         bf16=True,
     ),
@@ -195,6 +201,7 @@ RECIPES = {
         model=str(SHIPPED_MODEL),
         train_programs_per_level=256,
         eval_programs_per_level=16,
+        program_scale=256,
         prompts_per_step=8,
         num_generations=16,
         reward_workers=12,

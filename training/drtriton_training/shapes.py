@@ -6,6 +6,7 @@ product, division and broadcast constraints, and caps bound tensor sizes and pro
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import dataclass
@@ -27,12 +28,27 @@ class SynthesisLimits:
     max_flops: the program's total FLOPs (each operator's cost model, summed).
     solver_time: CP-SAT deterministic time per solve (machine-independent, so results are
       reproducible); a solve that runs out counts as infeasible.
+    hint_floor: where in each dimension's log range its random hint starts (0: anywhere from 1; 0.75: the top
+      quarter), which sets how large the tensors usually are.
     """
 
     max_tensor_elements: int = 1 << 16
     max_total_elements: int = 1 << 20
     max_flops: int = 1 << 26
     solver_time: float = 2.0
+    hint_floor: float = 0.0
+
+    def scaled(self, factor: int) -> "SynthesisLimits":
+        """These caps with every size and the FLOPs `factor` times larger, and (factor > 1) the sizes' hints drawn
+        from the top quarter of their log range, so that most tensors are large: a GPU's programs (see RlRecipe's
+        program_scale). The solver's time is unchanged."""
+        return dataclasses.replace(
+            self,
+            max_tensor_elements=self.max_tensor_elements * factor,
+            max_total_elements=self.max_total_elements * factor,
+            max_flops=self.max_flops * factor,
+            hint_floor=0.75 if factor > 1 else self.hint_floor,
+        )
 
 
 class ShapeModel:
@@ -58,7 +74,7 @@ class ShapeModel:
         self.dims.append(var)
         if self._hint_rng is not None:
             top = math.log2(self.limits.max_tensor_elements) / max(rank, 1)
-            hint = int(round(2 ** self._hint_rng.uniform(0.0, top)))
+            hint = int(round(2 ** self._hint_rng.uniform(self.limits.hint_floor * top, top)))
             self.model.AddHint(var, min(max(hint, low), high))
         return var
 

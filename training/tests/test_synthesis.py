@@ -6,6 +6,7 @@ These run the generator only (no torch.export), so they are quick.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -150,3 +151,17 @@ def test_everything_but_synthesis_runs_without_or_tools(tmp_path):
     ran = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stderr
     assert "synth needs ortools" in ran.stdout
+
+
+def test_gpu_scaled_caps_give_larger_programs_within_the_scaled_bounds():
+    base = SynthesisLimits()
+    scaled = base.scaled(256)
+    assert (scaled.max_tensor_elements, scaled.max_total_elements, scaled.max_flops) == (
+        256 * base.max_tensor_elements, 256 * base.max_total_elements, 256 * base.max_flops
+    )
+    programs = [ProgramSynthesizer(limits=scaled).synthesize(2, seed) for seed in range(6)]
+    sizes = [math.prod(shape) for program in programs for shape in program.shapes]
+    assert max(sizes) <= scaled.max_tensor_elements
+    # most tensors are larger than the CPU caps allow any tensor to be
+    assert sum(size > base.max_tensor_elements for size in sizes) > len(sizes) / 2, sizes
+    assert all(program.flops <= scaled.max_flops for program in programs)
