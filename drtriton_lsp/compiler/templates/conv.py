@@ -411,7 +411,8 @@ class ConvKernel:
         )
         weight_offset = " + ".join(f"window_{axis} * {stride}" for axis, stride in zip(axes, window_strides))
         if form.multiplier:
-            return self._depthwise_loop_lines(input_tile, weight_tile, weight_columns, bounds, window_offset, weight_offset)
+            return self._depthwise_loop_lines(input_tile, weight_tile, weight_columns, padded, bounds, window_offset,
+                                              weight_offset)
         lines = [
             f"{weight_columns} = {self.weight_pointer} + cols * {out_stride}",
             "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
@@ -422,19 +423,8 @@ class ConvKernel:
             f"{INDENT}position = step // channel_blocks",
             f"{INDENT}channels = (step % channel_blocks) * BLOCK_K + ks",
         ]
+        lines += self._window_position_lines(padded, bounds, window_offset)
         lines += [
-            INDENT + line
-            for line in _split_lines("position", [f"window_{axis}" for axis in axes], [f"WINDOW_{axis.upper()}" for axis in axes])
-        ]
-        lines += [
-            f"{INDENT}in_{axes[position]} = in_{axes[position]}_start + window_{axes[position]} * DILATION_{axes[position].upper()}"
-            for position in padded
-        ]
-        lines += [
-            f"{INDENT}# pixels past M{' and window positions in the padding' if padded else ''} read 0, which adds nothing",
-            f"{INDENT}inside = {' & '.join(bounds)}",
-            f"{INDENT}# the window position's offset from every pixel's window start: one scalar per step",
-            f"{INDENT}window_offset = {window_offset}",
             f"{INDENT}{input_tile} = tl.load(",
             f"{INDENT * 2}{self.input_pointer} + (window_starts + window_offset)[:, None] + channels[None, :] * {channel_stride},",
             f"{INDENT * 2}mask=inside[:, None] & (channels < C_IN)[None, :],",
@@ -449,16 +439,34 @@ class ConvKernel:
         dot = dot_lines(input_tile, weight_tile, self.dtype, self.plan.params["precision"])
         return lines + [INDENT + line for line in dot]
 
+    def _window_position_lines(self, padded: list[int], bounds: list[str], window_offset: str) -> list[str]:
+        """The loop body's start, per window position: its indices, the input positions on padded sides, which
+        pixels read inside the input, and the position's offset from every pixel's window start."""
+        axes = self.axes
+        lines = [
+            INDENT + line
+            for line in _split_lines("position", [f"window_{axis}" for axis in axes], [f"WINDOW_{axis.upper()}" for axis in axes])
+        ]
+        lines += [
+            f"{INDENT}in_{axes[position]} = in_{axes[position]}_start + window_{axes[position]} * DILATION_{axes[position].upper()}"
+            for position in padded
+        ]
+        return lines + [
+            f"{INDENT}# pixels past M{' and window positions in the padding' if padded else ''} read 0, which adds nothing",
+            f"{INDENT}inside = {' & '.join(bounds)}",
+            f"{INDENT}# the window position's offset from every pixel's window start: one scalar per step",
+            f"{INDENT}window_offset = {window_offset}",
+        ]
+
     def _depthwise_loop_lines(
-        self, input_tile: str, weight_tile: str, weight_columns: str, bounds: list[str], window_offset: str,
-        weight_offset: str,
+        self, input_tile: str, weight_tile: str, weight_columns: str, padded: list[int], bounds: list[str],
+        window_offset: str, weight_offset: str,
     ) -> list[str]:
         """The window loop of a depthwise convolution: each position one multiply-add of the pixels' inputs (of
         each output channel's own input channel) with that channel's weight."""
         form, axes = self.form, self.axes
         _, channel_stride, *_ = self.input_strides
         out_stride, *_ = self.weight_strides
-        padded = [position for position in range(form.spatial) if form.padding_before[position] or form.padding_after[position]]
         source_channels = "cols" if form.multiplier == 1 else f"cols // {form.multiplier}"
         lines = [
             f"{weight_columns} = {self.weight_pointer} + cols * {out_stride}",
@@ -467,18 +475,8 @@ class ConvKernel:
             f"channels = {source_channels}",
             f"for position in range({' * '.join(f'WINDOW_{axis.upper()}' for axis in axes)}):",
         ]
+        lines += self._window_position_lines(padded, bounds, window_offset)
         lines += [
-            INDENT + line
-            for line in _split_lines("position", [f"window_{axis}" for axis in axes], [f"WINDOW_{axis.upper()}" for axis in axes])
-        ]
-        lines += [
-            f"{INDENT}in_{axes[position]} = in_{axes[position]}_start + window_{axes[position]} * DILATION_{axes[position].upper()}"
-            for position in padded
-        ]
-        lines += [
-            f"{INDENT}# pixels past M{' and window positions in the padding' if padded else ''} read 0, which adds nothing",
-            f"{INDENT}inside = {' & '.join(bounds)}",
-            f"{INDENT}window_offset = {window_offset}",
             f"{INDENT}{input_tile} = tl.load(",
             f"{INDENT * 2}{self.input_pointer} + (window_starts + window_offset)[:, None] + channels[None, :] * {channel_stride},",
             f"{INDENT * 2}mask=inside[:, None] & (cols < N)[None, :],",
