@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.report import ModelSearchEntry
+from drtriton_lsp.engine.report import MODEL_MORE_TIME, ModelSearchEntry
 from drtriton_lsp.engine.search import Deadline
 from drtriton_lsp.engine.session import Cancelled, WorkerSession
 from drtriton_lsp.engine.verify import verify_candidate, worker_environment
@@ -183,7 +183,7 @@ def run_model_search(
         for candidate in search.candidates:
             if candidate.source is not None and candidate.verdict is None:
                 candidate.reason = f"not judged: the search's {seconds:g} s ran out first"
-        progress(f"model: the search's {seconds:g} s ran out; keeping what was measured (more time: --search-seconds)")
+        progress(f"model: the search's {seconds:g} s ran out; keeping what was measured ({MODEL_MORE_TIME})")
     search.seconds = time.monotonic() - started
     return search
 

@@ -16,6 +16,9 @@ from typing import Any
 from drtriton_lsp.engine.verify import Verdict
 from drtriton_lsp.models.sources import MODEL, Origin
 
+# where a user gives a model's part of a search more time (said when its budget ran out)
+MODEL_MORE_TIME = "more time: --search-seconds, or drtriton.model.seconds in the editor"
+
 SCHEMA = "drtriton.report/1"
 
 
@@ -476,6 +479,8 @@ def _source_rows(search: dict[str, Any]) -> list[tuple[str, str]]:
     model_text = f"{model['backend']}: {model.get('model') or '-'}"
     if model.get("problem"):
         model_text += f" (no answer: {model['problem']})"
+    elif model.get("stopped") == "budget":
+        model_text += f" (stopped: its time ran out; {MODEL_MORE_TIME})"
     elif model.get("stopped"):
         model_text += f" (stopped: {model['stopped']})"
     rows.append(("model", model_text))

@@ -371,7 +371,10 @@ def test_the_budget_stops_verification_in_flight_and_the_unjudged_answers_say_so
     assert len(search.candidates) == 2 and search.verified == 0
     assert all(candidate.verdict is None for candidate in search.candidates)
     assert {candidate.reason for candidate in search.candidates} == {"not judged: the search's 1 s ran out first"}
-    assert search.summary().to_json()["stopped"] == "budget"
+    summary = search.summary().to_json()
+    assert summary["stopped"] == "budget"
+    report = {"search": {"model": summary, "candidates_by_source": {"model": 2}}}
+    assert "stopped: its time ran out; more time: --search-seconds" in to_markdown_rows(report)
 
 
 def test_the_answer_cache_keys_everything_an_answer_depends_on_and_asks_again_for_a_damaged_entry(tmp_path):
