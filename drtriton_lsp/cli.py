@@ -122,7 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="test-time search over schedules on the GPU: each kernel's variants are verified and timed, the fastest kept",
     )
     optimize.add_argument(
-        "--search-seconds", type=float, default=60.0, help="time budget per target of --search and of a model's answers (--model), in seconds (default 60)"
+        "--search-seconds",
+        type=float,
+        default=60.0,
+        help="time budget per target of --search and of a model's answers (--model), in seconds (default 60)",
     )
     _search_cache_option(optimize)
     optimize.add_argument(
