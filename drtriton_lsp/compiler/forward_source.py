@@ -47,7 +47,7 @@ def is_bookkeeping(op: str) -> bool:
 class ForwardWriter:
     """Renders graph values and steps as Python expressions inside the hybrid forward."""
 
-    def __init__(self, graph: OpGraph, forward_params: list[str], has_self: bool):
+    def __init__(self, graph: OpGraph, forward_params: list[str], has_self: bool, *, relaid: bool = False):
         self.inputs: dict[str, GraphInput] = {graph_input.name: graph_input for graph_input in graph.inputs}
         tensor_params = [
             graph_input.target
@@ -55,6 +55,8 @@ class ForwardWriter:
             if graph_input.kind == "user_input" and graph_input.spec is not None
         ]
         self.device_expression = f"{tensor_params[0]}.device" if tensor_params else None
+        # a convolution runs channels-last: values may be laid out so, and a view of one may not exist (a reshape does)
+        self.relaid = relaid
         for graph_input in graph.inputs:
             if graph_input.kind == "user_input" and graph_input.target not in forward_params:
                 raise UnsupportedGraphError(
@@ -108,9 +110,15 @@ class ForwardWriter:
         getter = "get_parameter" if graph_input.kind == "parameter" else "get_buffer"
         return f"self.{getter}({graph_input.target!r})"
 
-    def call(self, node: OpNode) -> str:
-        """The op as one Python expression: an exact ATen call, an index, or integer math."""
+    def call(self, node: OpNode, layout: str | None = None) -> str:
+        """The op as one Python expression: an exact ATen call, an index, or integer math.
+
+        layout="channels_last": the first argument (a convolution's input) is given in that memory layout first; a
+        tensor already so laid out is passed as it is.
+        """
         arguments = [self.value(argument) for argument in node.args]
+        if layout is not None:
+            arguments[0] = f"{arguments[0]}.contiguous(memory_format=torch.{layout})"
         if node.op == "getitem":
             return f"{arguments[0]}[{arguments[1]}]"
         operator_name = builtin_operator_name(node.op)
@@ -124,11 +132,17 @@ class ForwardWriter:
                 "keep symbolic shape arithmetic to + - * // % in forward",
             )
         arguments += [f"{key}={self.value(value)}" for key, value in node.kwargs.items()]
-        return f"torch.ops.{node.op}({', '.join(arguments)})"
+        op = "aten.reshape.default" if self.relaid and node.op == "aten.view.default" else node.op
+        return f"torch.ops.{op}({', '.join(arguments)})"
 
     def fused_call(self, kernel: KernelPlan) -> str:
         arguments = ", ".join(self._reference(value) for value in kernel.inputs)
         return f"{', '.join(kernel.outputs)} = {kernel.wrapper}({arguments})"
+
+
+def _is_tensor_of_rank(graph: OpGraph, value: Any, rank: int) -> bool:
+    spec = graph.spec_of(value["ref"]) if isinstance(value, dict) and "ref" in value else None
+    return spec is not None and spec.rank == rank
 
 
 def render_forward(
@@ -140,7 +154,9 @@ def render_forward(
     has_self: bool,
 ) -> str:
     """`def name(self, ...)`: every step of the schedule in order, then the graph's outputs."""
-    writer = ForwardWriter(graph, forward_params, has_self)
+    writer = ForwardWriter(
+        graph, forward_params, has_self, relaid=any(isinstance(step, KeptOp) and step.layout for step in steps)
+    )
     readers = graph.users()
     parameters = (["self"] if has_self else []) + list(forward_params)
     lines = [f"def {name}({', '.join(parameters)}):"]
@@ -149,10 +165,16 @@ def render_forward(
         if isinstance(step, KernelPlan):
             lines.append(INDENT + writer.fused_call(step))
         elif step.node in readers:
-            lines.append(f"{INDENT}{step.node} = {writer.call(nodes[step.node])}")
+            lines.append(f"{INDENT}{step.node} = {writer.call(nodes[step.node], step.layout)}")
         elif not step.bookkeeping:
-            lines.append(INDENT + writer.call(nodes[step.node]))
+            lines.append(INDENT + writer.call(nodes[step.node], step.layout))
     returned = [writer.value(output) for output in graph.outputs]
+    if writer.relaid:
+        # values computed from a channels-last convolution are laid out so; the caller gets PyTorch's default layout
+        returned = [
+            f"{value}.contiguous()" if _is_tensor_of_rank(graph, output, 4) else value
+            for value, output in zip(returned, graph.outputs)
+        ]
     if not graph.returns_tuple:
         lines.append(f"{INDENT}return {returned[0]}")
     elif len(returned) == 1:

@@ -26,6 +26,7 @@ from drtriton_lsp.compiler.planner import (
     default_schedule,
     live_readers,
     lower_schedule,
+    takes_channels_last,
 )
 from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule
 from drtriton_lsp.compiler.templates import POINTWISE, ROW, TEMPLATES
@@ -107,6 +108,19 @@ def fragment_task_source(fragment: OpGraph, description: str) -> str:
         f"    return [\n        {inputs},\n    ]\n\n\n"
         "def get_init_inputs():\n    return []\n"
     )
+
+
+def channels_last_schedule(graph: OpGraph, schedule: Schedule) -> Schedule | None:
+    """`schedule` with every kept 2-d convolution of a batch of images run channels-last (the kernels after one follow
+    its layout, so the next convolution's input is already so laid out), or None when it keeps no such convolution."""
+    nodes = {node.name: node for node in graph.nodes}
+    relaid = tuple(
+        KeepLine(line.node, "channels_last")
+        if isinstance(line, KeepLine) and takes_channels_last(graph, nodes[line.node])
+        else line
+        for line in schedule.steps
+    )
+    return Schedule(relaid) if relaid != schedule.steps else None
 
 
 def schedulable_ops(graph: OpGraph) -> list[str]:

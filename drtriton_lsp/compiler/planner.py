@@ -158,6 +158,26 @@ def _default_line(graph, nodes, roles, readers, template_name, members) -> Kerne
     return KernelLine(template_name, tuple(members), tuple((spec.name, params[spec.name]) for spec in template.parameters))
 
 
+# kept ops that may run on a channels-last input: 2-d convolutions, whose input is their first argument
+CHANNELS_LAST_OPS = ("aten.convolution.default", "aten.conv2d.default", "aten.conv2d.padding")
+
+
+def takes_channels_last(graph: OpGraph, node: OpNode) -> bool:
+    """Whether a kept `node` may run channels-last: a 2-d convolution over a batch of images (a 4-d input)."""
+    source = node.args[0] if node.args else None
+    spec = graph.spec_of(source["ref"]) if isinstance(source, dict) and "ref" in source else None
+    return node.op in CHANNELS_LAST_OPS and spec is not None and spec.rank == 4
+
+
+def _check_keep_layout(graph: OpGraph, node: OpNode, layout: str, number: int) -> None:
+    """A `keep ... layout=channels_last` line names a convolution over a batch of 2-d images (a 4-d input)."""
+    if not takes_channels_last(graph, node):
+        raise ScheduleError(
+            f"line {number}: layout={layout} applies to a 2-d convolution of a batch of images, not {node.name} ({node.op})",
+            "write 'keep <op>' for it",
+        )
+
+
 def lower_schedule(graph: OpGraph, schedule: Schedule, prefix: str, module_scope: NameScope) -> list[KernelPlan | KeptOp]:
     """The program's steps in run order: kernel plans, kept ops, and implied ops where first needed.
 
@@ -215,7 +235,9 @@ def lower_schedule(graph: OpGraph, schedule: Schedule, prefix: str, module_scope
         if isinstance(step, KeepLine):
             for ref in nodes[step.node].input_refs():
                 require(ref, number, step.node)
-            program.append(KeptOp(step.node, nodes[step.node].op))
+            if step.layout is not None:
+                _check_keep_layout(graph, nodes[step.node], step.layout, number)
+            program.append(KeptOp(step.node, nodes[step.node].op, layout=step.layout))
             available.add(step.node)
             continue
         ordered = tuple(sorted(members, key=position_of.__getitem__))

@@ -4,6 +4,7 @@ One step per line, in the order the hybrid forward runs them; ops are the graph'
 
     kernel <template> <op>,<op>,... <parameter>=<value> ...   (the template's parameters, all, in order)
     keep <op>                                                  (the op stays a PyTorch call)
+    keep <op> layout=channels_last                             (a kept 2-d convolution, on a channels-last input)
 
 Views, tuple reads and shape arithmetic are not listed: they run where the forward first needs them.
 Parsing accepts only the canonical spelling, so `print_schedule(parse_schedule(text)) == text`.
@@ -40,14 +41,19 @@ class KernelLine:
         return " ".join(words)
 
 
+# memory layouts a kept op may be given: channels_last runs a 2-d convolution on a channels-last copy of its input
+KEEP_LAYOUTS = ("channels_last",)
+
+
 @dataclass(frozen=True)
 class KeepLine:
-    """`keep NODE`: the op runs as the same PyTorch call as in the graph."""
+    """`keep NODE [layout=L]`: the op runs as the same PyTorch call as in the graph (layout: on its input so laid out)."""
 
     node: str
+    layout: str | None = None
 
     def render(self) -> str:
-        return f"keep {self.node}"
+        return f"keep {self.node}" + (f" layout={self.layout}" if self.layout else "")
 
 
 @dataclass(frozen=True)
@@ -87,9 +93,14 @@ def _parse_line(number: int, line: str) -> KernelLine | KeepLine:
     if "" in words or line != line.strip():
         raise fail("steps are words separated by single spaces", "remove extra or trailing spaces and blank lines")
     if words[0] == "keep":
-        if len(words) != 2 or not NODE_NAME.match(words[1]):
-            raise fail(f"expected 'keep <op>', got {line!r}", "name exactly one graph op")
-        return KeepLine(words[1])
+        if len(words) not in (2, 3) or not NODE_NAME.match(words[1]):
+            raise fail(f"expected 'keep <op>' or 'keep <op> layout=<layout>', got {line!r}", "name exactly one graph op")
+        if len(words) == 2:
+            return KeepLine(words[1])
+        name, _, layout = words[2].partition("=")
+        if name != "layout" or layout not in KEEP_LAYOUTS:
+            raise fail(f"a keep line takes only layout=<layout>, got {words[2]!r}", f"layouts: {', '.join(KEEP_LAYOUTS)}")
+        return KeepLine(words[1], layout)
     if words[0] != "kernel":
         raise fail(f"a step starts with 'kernel' or 'keep', not {words[0]!r}", "see the script grammar in docs/COMPILER.md")
     if len(words) < 3:

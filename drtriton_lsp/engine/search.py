@@ -1,7 +1,8 @@
 """Test-time search (after DRTriton): each kernel of the default schedule is a fragment (a kept
 convolution joins the pointwise kernel after it, a matmul kernel the reduce kernel after it, and
 consecutive pointwise and reduce kernels over the same rows join each other); its alternatives are
-verified on their own, timed against PyTorch, and the fastest verified one is kept.
+verified on their own, timed against PyTorch, and the fastest verified one is kept. First, the default
+schedule is measured whole against the same with its kept convolutions channels-last.
 
 Budgeted in seconds (a hard limit: a fragment still being measured when they run out is stopped and keeps
 its default) and candidates, cancellable (the best verified result so far is kept), reported as it goes, and
@@ -23,8 +24,10 @@ from typing import Any, Callable, Protocol
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.fragments import (
     UnsearchableFragment,
+    channels_last_schedule,
     fragment_graph,
     fragment_task_source,
+    schedulable_ops,
     search_steps,
     step_alternatives,
 )
@@ -40,8 +43,9 @@ from drtriton_lsp.task import Task
 # 2: kept convolutions are searched (with the pointwise kernel after them); 3: a matmul kernel is
 # searched with the reduce kernel after it (and folding it in); 4: consecutive pointwise and reduce
 # kernels over the same rows are searched together (and as one row kernel); 5: large float32 matmuls
-# are kept in cuBLAS by default (and searched as a fused matmul kernel)
-SEARCH_CACHE_VERSION = 5
+# are kept in cuBLAS by default (and searched as a fused matmul kernel); 6: kept 2-d convolutions are measured
+# channels-last over the whole graph
+SEARCH_CACHE_VERSION = 6
 # how often the search's deadline is checked while a fragment is being measured
 DEADLINE_POLL_S = 0.05
 # stopping the workers still measuring takes time, so the deadline fires this much early (at most 5 % of the budget):
@@ -194,20 +198,109 @@ def search_schedule(
 ) -> SearchResult:
     """Measure the alternatives of every kernel line of `base` and assemble the fastest verified ones.
 
-    Lines are searched in order; when the budget runs out or `cancel` is set, the line being measured is stopped and
-    the lines not yet searched keep their default, so the result is always a complete, decodable schedule.
+    First the whole graph with its kept convolutions channels-last against `base` (the layout step); then the
+    lines in order, but for those of a convolution the layout step made channels-last. When the budget runs out or
+    `cancel` is set, the line being measured is stopped and the lines not yet searched keep their default, so the
+    result is always a complete, decodable schedule.
     """
     started = time.monotonic()
     result = SearchResult(schedule=print_schedule(base))
     replacements: dict[int, str] = {}
     with Deadline(budget.seconds, cancel) as deadline:
-        result.stopped = _search_steps(
+        base, result.stopped = _layout_step(
             graph, base, name=name, measure=measure, budget=budget, progress=progress, cancel=cancel,
-            deadline=deadline, result=result, replacements=replacements,
+            deadline=deadline, result=result,
         )
+        if not result.stopped:
+            result.stopped = _search_steps(
+                graph, base, name=name, measure=measure, budget=budget, progress=progress, cancel=cancel,
+                deadline=deadline, result=result, replacements=replacements,
+            )
     result.schedule = print_schedule(assemble(base, replacements))
     result.seconds = round(time.monotonic() - started, 2)
     return result
+
+
+class _Stopped(Exception):
+    """Measuring stopped: the search's budget ran out ("budget") or it was cancelled ("cancelled")."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _measure_options(
+    fragment: OpGraph, options: list[tuple[str, tuple[KernelLine | KeepLine, ...]]], *, task: Task, description: str,
+    measure: FragmentMeasurer, budget: SearchBudget, cancel: threading.Event | None, deadline: Deadline,
+    progress: Callable[[str], None], what: str,
+) -> tuple[float | None, list[Alternative]]:
+    """Compile, verify and time each option of `fragment` in `task`; (PyTorch's ms, the options as alternatives).
+
+    Raises _Stopped when the budget runs out or the search is cancelled, DrtritonError when the task cannot run.
+    """
+    forward_params = [graph_input.target for graph_input in fragment.inputs]
+    sources = []
+    for label, lines in options:
+        program = compile_graph(
+            fragment, prefix=task.name, forward_params=forward_params, has_self=True, schedule=print_schedule(Schedule(lines))
+        )
+        sources.append(build_candidate(task.source, program, f"Search candidate '{label}' for {description}."))
+    progress(f"{what}: measuring {len(options)} candidates")
+    try:
+        pytorch_ms, outcomes = measure(task, fragment, sources, deadline.stop)
+    except Cancelled:
+        if (cancel is not None and cancel.is_set()) or not deadline.expired():
+            raise _Stopped("cancelled") from None
+        progress(f"{what}: the search's {budget.seconds:g} s ran out while measuring it")
+        raise _Stopped("budget") from None
+    alternatives = [
+        Alternative(label, print_schedule(Schedule(lines)), verified, reason, ms)
+        for (label, lines), (verified, reason, ms) in zip(options, outcomes)
+    ]
+    return pytorch_ms, alternatives
+
+
+def _layout_step(
+    graph: OpGraph, schedule: Schedule, *, name: str, measure: FragmentMeasurer, budget: SearchBudget,
+    progress: Callable[[str], None], cancel: threading.Event | None, deadline: Deadline, result: SearchResult,
+) -> tuple[Schedule, str]:
+    """`schedule` against the same with its kept convolutions channels-last, both measured on the whole graph (the
+    layout pays where kernels and later convolutions read it, which no one fragment shows); the faster verified one,
+    and why the search stopped here ("" if it did not)."""
+    relaid = channels_last_schedule(graph, schedule)
+    if relaid is None:
+        return schedule, ""
+    if deadline.expired():
+        return schedule, "budget"
+    if budget.candidates - result.candidates < 2:
+        return schedule, ""  # too few candidates for both layouts: the kernel lines take what there is
+    try:
+        whole = fragment_graph(graph, schedulable_ops(graph))
+    except UnsearchableFragment as why:
+        progress(f"layouts: not searched, {why.message}")
+        return schedule, ""
+    description = f"{name}, every op, its convolutions in either memory layout"
+    task = Task(name=f"{name}_layouts", kind="module", source=fragment_task_source(whole, description))
+    options = [("default", schedule.steps), ("channels_last", relaid.steps)]
+    try:
+        pytorch_ms, alternatives = _measure_options(
+            whole, options, task=task, description=description, measure=measure, budget=budget, cancel=cancel,
+            deadline=deadline, progress=progress, what="layouts",
+        )  # fmt: skip
+    except _Stopped as stopped:
+        return schedule, stopped.reason
+    except DrtritonError as failure:
+        progress(f"layouts: not searched, {failure.message}")
+        return schedule, ""
+    best = choose(alternatives)
+    result.candidates += len(alternatives)
+    result.verified += sum(alternative.verified for alternative in alternatives)
+    convolutions = [line.node for line in relaid.steps if isinstance(line, KeepLine) and line.layout]
+    first_line = next(position for position, line in enumerate(relaid.steps) if isinstance(line, KeepLine) and line.layout)
+    result.fragments.append(FragmentResult(first_line + 1, convolutions, pytorch_ms, alternatives, best.label))
+    timing = f", {best.ms:.4g} ms vs PyTorch {pytorch_ms:.4g} ms" if best.ms and pytorch_ms else ""
+    progress(f"layouts: best '{best.label}'{timing}")
+    return (relaid if best.label == "channels_last" else schedule), ""
 
 
 def _search_steps(
@@ -220,6 +313,10 @@ def _search_steps(
     for number, step in enumerate(steps, start=1):
         if cancel is not None and cancel.is_set():
             return "cancelled"
+        if any(isinstance(line, KeepLine) and line.layout for line in step.lines):
+            # measured alone its input would be converted each time: the layout step measured it in place instead
+            progress(f"fragment {number}/{len(steps)} ({','.join(step.nodes)}): kept channels-last (the layout step)")
+            continue
         remaining = budget.candidates - result.candidates
         if deadline.expired() or remaining <= 0:
             return "budget"
@@ -232,29 +329,17 @@ def _search_steps(
         options = options[: min(budget.per_fragment, remaining)]
         description = f"{name}, ops {','.join(step.nodes)}"
         task = Task(name=f"{name}_fragment_{number}", kind="module", source=fragment_task_source(fragment, description))
-        prefix = f"{name}_fragment_{number}"
-        forward_params = [graph_input.target for graph_input in fragment.inputs]
-        sources = []
-        for label, lines in options:
-            program = compile_graph(
-                fragment, prefix=prefix, forward_params=forward_params, has_self=True, schedule=print_schedule(Schedule(lines))
-            )
-            sources.append(build_candidate(task.source, program, f"Search candidate '{label}' for {description}."))
-        progress(f"fragment {number}/{len(steps)} ({','.join(step.nodes)}): measuring {len(options)} candidates")
+        what = f"fragment {number}/{len(steps)} ({','.join(step.nodes)})"
         try:
-            pytorch_ms, outcomes = measure(task, fragment, sources, deadline.stop)
-        except Cancelled:
-            if (cancel is not None and cancel.is_set()) or not deadline.expired():
-                return "cancelled"
-            progress(f"fragment {number}/{len(steps)}: the search's {budget.seconds:g} s ran out while measuring it")
-            return "budget"
+            pytorch_ms, alternatives = _measure_options(
+                fragment, options, task=task, description=description, measure=measure, budget=budget, cancel=cancel,
+                deadline=deadline, progress=progress, what=what,
+            )  # fmt: skip
+        except _Stopped as stopped:
+            return stopped.reason
         except DrtritonError as failure:  # this fragment's task could not run: it keeps its default, the rest go on
-            progress(f"fragment {number}/{len(steps)} ({','.join(step.nodes)}): not searched, {failure.message}")
+            progress(f"{what}: not searched, {failure.message}")
             continue
-        alternatives = [
-            Alternative(label, print_schedule(Schedule(lines)), verified, reason, ms)
-            for (label, lines), (verified, reason, ms) in zip(options, outcomes)
-        ]
         # PyTorch's own kernels for the fragment are exact by construction: measured, not verified
         for alternative in alternatives:
             if alternative.label == "pytorch":

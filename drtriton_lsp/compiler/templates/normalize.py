@@ -7,11 +7,11 @@ statistics in float32, normalises, and runs fused prologue and epilogue ops, rea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from drtriton_lsp.compiler.elementwise import FUSIBLE_DTYPES, READABLE_DTYPES, TRITON_DTYPES, bind_arguments
-from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode
+from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.compiler.templates.base import (
     AnchorShape,
     KernelPlan,
@@ -24,6 +24,7 @@ from drtriton_lsp.compiler.templates.base import (
     power_of_two,
 )
 from drtriton_lsp.compiler.templates.pointwise import (
+    CHANNELS_LAST_ORDER,
     INDENT,
     DomainReads,
     domain_text,
@@ -146,6 +147,7 @@ class Normalization:
     statistics: "softmax", "log_softmax", "mean_variance" (layer, group and instance norm),
     "mean_square" (rms_norm), or None (running statistics: inference batch and instance norm).
     weight, bias: per normalised element (layer_norm, rms_norm) or per channel (`per_channel`).
+    channel_dim: the domain dim per-channel vectors are indexed along (3 in a channels-last kernel's (n, h, w, c)).
     source_rounding: the dtype softmax's `dtype` argument converts the input to first, if that rounds.
     """
 
@@ -160,6 +162,7 @@ class Normalization:
     running_mean: str | None = None
     running_var: str | None = None
     source_rounding: str | None = None
+    channel_dim: int = 1
 
     def channel_values(self) -> dict[str, str]:
         """Per-channel vectors the kernel loads by channel index, by role."""
@@ -331,7 +334,86 @@ class NormalizeTemplate(Template):
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
         normalization = read_normalization(_anchor_node(context.graph, plan.anchor), context.graph)
         kernel = NormalizeKernel(plan, context, normalization)
-        return kernel.kernel_source() + "\n\n" + kernel.wrapper_source()
+        variant = _channels_last_variant(plan, context, normalization)
+        if variant is None:
+            return kernel.kernel_source() + "\n\n" + kernel.wrapper_source()
+        variant_source, variant_wrapper = variant
+        return kernel.kernel_source() + "\n\n" + kernel.wrapper_source(variant_wrapper) + "\n\n" + variant_source
+
+
+def _channels_last_variant(
+    plan: KernelPlan, context: RenderContext, normalization: Normalization
+) -> tuple[str, str] | None:
+    """(source, wrapper name) of the same kernel for a channels-last input: an inference batch norm of a 4-d input
+    and its epilogue, run over the input's (n, h, w, c) view with the channels as columns, so reads and writes follow
+    memory; the result is channels-last, as PyTorch's batch norm gives for such an input. None where it does not
+    apply (batch statistics, a prologue, an epilogue that reads a per-channel vector itself)."""
+    graph, domain = context.graph, normalization.domain
+    channel_vectors = set(normalization.channel_values().values())
+    nodes = {node.name: node for node in graph.nodes}
+    if (
+        normalization.statistics is not None
+        or not normalization.per_channel
+        or len(domain) != 4
+        or domain[1] == 1
+        or plan.prologue
+        or normalization.source not in plan.inputs
+        or any(ref in channel_vectors for member in plan.epilogue for ref in nodes[member].input_refs())
+    ):
+        return None
+    relaid = (set(plan.inputs) | set(plan.nodes)) - channel_vectors
+
+    def relaid_spec(name: str, spec: TensorSpec | None) -> TensorSpec | None:
+        if spec is None or name not in relaid:
+            return spec
+        padded = (1,) * (4 - spec.rank) + tuple(spec.shape)
+        return TensorSpec(tuple(padded[dim] for dim in CHANNELS_LAST_ORDER), spec.dtype)
+
+    relaid_graph = replace(
+        graph,
+        inputs=[replace(item, spec=relaid_spec(item.name, item.spec)) for item in graph.inputs],
+        nodes=[
+            replace(node, outputs=(relaid_spec(node.name, node.spec),)) if len(node.outputs) == 1 else node
+            for node in graph.nodes
+        ],
+    )
+    relaid_domain = tuple(domain[dim] for dim in CHANNELS_LAST_ORDER)
+    relaid_norm = replace(
+        normalization, domain=relaid_domain, layout=RowLayout.over(relaid_domain, (3,)), channel_dim=3
+    )
+    scope = context.scope()
+    names = {
+        "wrapper": scope.fresh(f"{plan.wrapper}_channels_last"),
+        "kernel": scope.fresh(f"{plan.kernel}_channels_last"),
+        "inner": scope.fresh(f"{plan.wrapper}_over_nhwc"),
+    }
+    pixels = math.prod(example_size(size, graph) for size in (domain[0], domain[2], domain[3]))
+    relaid_plan = replace(
+        plan, domain=relaid_domain, wrapper=names["inner"], kernel=names["kernel"],
+        params=row_tiling(example_size(domain[1], graph), pixels, SINGLE_PASS_LIMIT),
+    )  # fmt: skip
+    relaid_context = replace(context, graph=relaid_graph, module_names=context.module_names + tuple(names.values()))
+    inner = NormalizeKernel(relaid_plan, relaid_context, relaid_norm)
+
+    parameters = {value: scope.fresh(value) for value in plan.inputs}
+    arguments = []
+    for value, name in parameters.items():
+        spec = graph.spec_of(value)
+        if value not in relaid or spec is None or not _is_tensor(graph, value):
+            arguments.append(name)
+        else:
+            padding = "" if spec.rank == 4 else "[" + ", ".join(["None"] * (4 - spec.rank)) + "]"
+            arguments.append(f"{name}{padding}.permute(0, 2, 3, 1)")
+    results = [scope.fresh(value) for value in plan.outputs]
+    adapter = [
+        f"def {names['wrapper']}({', '.join(parameters.values())}):",
+        f'{INDENT}"""{plan.wrapper} for a channels-last input: {names["inner"]} runs over the (n, h, w, c) views of the',
+        f'{INDENT}tensors (memory order, channels as the columns); the results are channels-last, as PyTorch\'s are."""',
+        f"{INDENT}{', '.join(results)} = {names['inner']}({', '.join(arguments)})",
+        f"{INDENT}return {', '.join(f'{result}.permute(0, 3, 1, 2)' for result in results)}",
+    ]
+    source = inner.kernel_source() + "\n\n" + inner.wrapper_source() + "\n\n" + "\n".join(adapter) + "\n"
+    return source, names["wrapper"]
 
 
 def row_tiling(row_length: int, n_rows: int, single_limit: int) -> dict[str, Any]:
@@ -385,7 +467,7 @@ class NormalizeKernel:
         self.channels = normalization.channel_values()
         self.channel_variables = {role: scope.fresh(f"channel_{role}") for role in self.channels}
         self.channel_pointers = {role: scope.fresh(f"channel_{role}_ptr") for role in self.channels}
-        self.channel_varies = bool(self.channels) and domain[1] != 1
+        self.channel_varies = bool(self.channels) and domain[normalization.channel_dim] != 1
         strided = self.channels if self.channel_varies else {}
         self.channel_strides = {role: scope.fresh(f"channel_{role}_stride") for role in strided}
         self.channel_scale = scope.fresh("channel_scale") if normalization.statistics is None else None
@@ -402,7 +484,7 @@ class NormalizeKernel:
         layout = self.layout
         needed_domain_dims = set(self.input_reads.indexed_dims) | set(self.output_reads.indexed_dims)
         if self.channel_varies:
-            needed_domain_dims.add(1)
+            needed_domain_dims.add(self.norm.channel_dim)
         needed = sorted(
             {part for dim in needed_domain_dims for part in layout.parts[dim] if layout.virtual_shape[part] != 1}
         )
@@ -432,7 +514,8 @@ class NormalizeKernel:
             else:
                 self.index_of_dim[dim] = terms[0]
         self.channel_needs_columns = self.channel_varies and any(
-            part in layout.column_dims and layout.virtual_shape[part] != 1 for part in layout.parts[1]
+            part in layout.column_dims and layout.virtual_shape[part] != 1
+            for part in layout.parts[self.norm.channel_dim]
         )
 
     # ----- pointwise stages ----------------------------------------------------------------------
@@ -602,7 +685,7 @@ class NormalizeKernel:
             convert = "" if self.graph.spec_of(value).dtype == "float32" else ".to(tl.float32)"
             pointer = self.channel_pointers[role]
             if self.channel_varies:
-                address = f"{pointer} + {self.index_of_dim[1]} * {self.channel_strides[role]}"
+                address = f"{pointer} + {self.index_of_dim[self.norm.channel_dim]} * {self.channel_strides[role]}"
                 lines.append(f"{self.channel_variables[role]} = tl.load({address}, mask={mask}){convert}")
             else:
                 lines.append(f"{self.channel_variables[role]} = tl.load({pointer}){convert}")
@@ -735,7 +818,8 @@ class NormalizeKernel:
 
     # ----- wrapper -------------------------------------------------------------------------------
 
-    def wrapper_source(self) -> str:
+    def wrapper_source(self, channels_last_wrapper: str | None = None) -> str:
+        """The launch wrapper; channels_last_wrapper: where a channels-last input is handed instead."""
         plan, graph, norm, layout = self.plan, self.graph, self.norm, self.layout
         scope = self.context.scope()
         parameters = {value: scope.fresh(value) for value in plan.inputs}
@@ -756,6 +840,12 @@ class NormalizeKernel:
         unused = [name for value, name in parameters.items() if value not in tensors]
         if unused:
             lines.append(f"{INDENT}# {', '.join(unused)}: sizes the op was given; the input's shape holds them")
+        if channels_last_wrapper is not None:
+            source = tensors[norm.source]
+            lines += [
+                f"{INDENT}if not {source}.is_contiguous() and {source}.is_contiguous(memory_format=torch.channels_last):",
+                f"{INDENT * 2}return {channels_last_wrapper}({', '.join(parameters.values())})",
+            ]
         if full_shape:
             lines.append(f"{INDENT}{domain_shape} = {tensors[full_shape[0]]}.shape")
         else:

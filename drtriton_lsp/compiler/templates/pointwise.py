@@ -129,12 +129,13 @@ class DomainReads:
         return lines
 
     def wrapper_arguments(
-        self, tensors: dict[str, str], domain_shape: str, scope: NameScope
+        self, tensors: dict[str, str], domain_shape: str, scope: NameScope, *, memory_format: str | None = None
     ) -> tuple[list[str], list[str], list[str]]:
         """For the launch wrapper: (statements, stride arguments, contiguity flag arguments).
 
         tensors: graph value -> the wrapper's variable holding it; domain_shape: an expression for
-        the domain's torch.Size at run time.
+        the domain's torch.Size at run time; memory_format: an expression for the layout the flat offsets run
+        over (row-major when None): a value is read at them when it is contiguous in that layout.
         """
         lines: list[str] = []
         stride_arguments: list[str] = []
@@ -148,8 +149,11 @@ class DomainReads:
             source = f"{tensor}.stride()" if full_size else f"{tensor}.expand({domain_shape}).stride()"
             lines.append(f"{strides} = {source}")
             stride_arguments += [f"{strides}[{dim}]" for dim in read.strides]
+        layout = f"memory_format={memory_format}" if memory_format else ""
         flags = [
-            f"{read.contiguous_flag}={tensors[read.value]}.is_contiguous()" for read in self.reads if read.contiguous_flag
+            f"{read.contiguous_flag}={tensors[read.value]}.is_contiguous({layout})"
+            for read in self.reads
+            if read.contiguous_flag
         ]
         return lines, stride_arguments, flags
 
@@ -159,32 +163,40 @@ def flat_index_lines(
     indexed_dims: list[int],
     flat_offsets: str,
     scope: NameScope,
+    *,
+    memory_order: Sequence[int] | None = None,
+    names: tuple[dict[int, str], dict[int, str]] | None = None,
 ) -> tuple[list[str], dict[int, str], dict[int, str]]:
-    """Statements splitting row-major flat offsets into the indices of `indexed_dims`.
+    """Statements splitting flat offsets into the indices of `indexed_dims`.
 
-    Returns (statements, index variable per indexed dim, size parameter per dim the split divides by).
-    Size-1 dims are skipped (their index is always 0).
+    The offsets run over the domain row-major, or in `memory_order` (its dims outermost first: (0, 2, 3, 1) is
+    channels-last). names: the (index, size) variables of an earlier call to reuse and extend, so two orders can
+    fill the same index variables. Returns (statements, index variable per indexed dim, size parameter per dim the
+    split divides by). Size-1 dims are skipped (their index is always 0).
     """
+    index_names, size_names = names if names is not None else ({}, {})
     if not indexed_dims:
-        return [], {}, {}
-    varying_dims = [dim for dim, size in enumerate(domain) if size != 1]
-    index_names = {dim: scope.fresh(f"index{dim}") for dim in indexed_dims}
-    size_names: dict[int, str] = {}
-    lowest_needed = indexed_dims[0]
-    outermost = varying_dims[0]
-    splitting = [dim for dim in reversed(varying_dims) if dim >= lowest_needed]
+        return [], index_names, size_names
+    order = [dim for dim in (memory_order or range(len(domain))) if domain[dim] != 1]
+    for dim in indexed_dims:
+        index_names.setdefault(dim, scope.fresh(f"index{dim}"))
+    outermost_needed = min(indexed_dims, key=order.index)
+    outermost = order[0]
+    splitting = [dim for dim in reversed(order) if order.index(dim) >= order.index(outermost_needed)]
     lines: list[str] = []
     remainder = flat_offsets
     quotient_variable: str | None = None
     for position, dim in enumerate(splitting):
-        target = index_names.get(dim)
+        target = index_names.get(dim) if dim in indexed_dims else None
         if dim == outermost:
             lines.append(f"{target} = {remainder}")
             break
-        size = size_names[dim] = scope.fresh(f"size{dim}")
+        if dim not in size_names:
+            size_names[dim] = scope.fresh(f"size{dim}")
+        size = size_names[dim]
         if target is not None:
             lines.append(f"{target} = {remainder} % {size}")
-        if dim == lowest_needed:
+        if dim == outermost_needed:
             break
         quotient = f"{remainder} // {size}"
         if splitting[position + 1] == outermost:
@@ -193,7 +205,7 @@ def flat_index_lines(
             quotient_variable = quotient_variable or scope.fresh("outer")
             lines.append(f"{quotient_variable} = {quotient}")
             remainder = quotient_variable
-    return lines, index_names, dict(sorted(size_names.items()))
+    return lines, {dim: index_names[dim] for dim in indexed_dims}, dict(sorted(size_names.items()))
 
 
 def elementwise_lines(
@@ -280,13 +292,19 @@ class PointwiseTemplate(Template):
         graph, domain = context.graph, plan.domain
         scope = context.scope()
         # the body below spells these names literally; taking them first renames any value called so
-        for fixed in ("pid", "offsets", "mask", "numel", "BLOCK"):
+        for fixed in ("pid", "offsets", "mask", "numel", "BLOCK", "CHANNELS_LAST"):
             scope.fresh(fixed)
         variables: dict[str, str] = {}
         reads = DomainReads(graph, domain, plan.inputs, scope, variables, flat_fast_path=True)
         compute = elementwise_lines(graph, plan.nodes, variables, scope, context.helpers)
         output_pointers = {value: scope.fresh(f"{variables[value]}_ptr") for value in plan.outputs}
         index_lines, index_names, size_names = flat_index_lines(domain, reads.indexed_dims, "offsets", scope)
+        follows_layout = follows_channels_last(domain, reads)
+        if follows_layout:
+            channels_last_lines, _, size_names = flat_index_lines(
+                domain, reads.indexed_dims, "offsets", scope, memory_order=CHANNELS_LAST_ORDER,
+                names=(index_names, size_names),
+            )  # fmt: skip
 
         body = [
             "pid = tl.program_id(0)",
@@ -295,7 +313,13 @@ class PointwiseTemplate(Template):
             "# mask guards the last block",
             "mask = offsets < numel",
         ]
-        if index_lines:
+        if follows_layout:
+            body.append("# the offsets run over memory: (n, c, h, w) order, or (n, h, w, c) for channels-last tensors")
+            body.append("if CHANNELS_LAST:")
+            body.extend(INDENT + line for line in channels_last_lines)
+            body.append("else:")
+            body.extend(INDENT + line for line in index_lines)
+        elif index_lines:
             body.append("# split each flat offset into per-dimension indices, for inputs read through strides")
             body.extend(index_lines)
         body.extend(reads.load_lines(index_names, "mask", flat_offsets="offsets"))
@@ -311,6 +335,7 @@ class PointwiseTemplate(Template):
             + list(size_names.values())
             + reads.stride_parameters()
             + reads.flag_parameters()
+            + (["CHANNELS_LAST: tl.constexpr"] if follows_layout else [])
             + ["BLOCK: tl.constexpr"]
         )
         replaced = ", ".join(f"{op} ({node})" for node, op in zip(plan.nodes, plan.ops))
@@ -325,14 +350,18 @@ class PointwiseTemplate(Template):
         ]
         lines += [f"{INDENT}{line}" for line in body]
         kernel_source = "\n".join(lines) + "\n"
-        return kernel_source + "\n\n" + self._wrapper(plan, context, reads, list(size_names))
+        return kernel_source + "\n\n" + self._wrapper(plan, context, reads, list(size_names), follows_layout)
 
-    def _wrapper(self, plan: KernelPlan, context: RenderContext, reads: DomainReads, size_dims: list[int]) -> str:
+    def _wrapper(
+        self, plan: KernelPlan, context: RenderContext, reads: DomainReads, size_dims: list[int], follows_layout: bool
+    ) -> str:
         graph = context.graph
         scope = context.scope()
         tensors = {value: scope.fresh(value) for value in plan.inputs}
         outputs = {value: scope.fresh(value) for value in plan.outputs}
-        domain_shape, numel, block, grid = (scope.fresh(name) for name in ("domain_shape", "numel", "BLOCK", "grid"))
+        domain_shape, numel, block, grid, layout = (
+            scope.fresh(name) for name in ("domain_shape", "numel", "BLOCK", "grid", "layout")
+        )
         full_shape = [read for read in reads.reads if read.spec.shape == plan.domain]
         device = f"{tensors[plan.inputs[0]]}.device"
 
@@ -346,11 +375,28 @@ class PointwiseTemplate(Template):
         else:
             shapes = ", ".join(f"{tensors[value]}.shape" for value in plan.inputs)
             lines.append(f"{INDENT}{domain_shape} = torch.broadcast_shapes({shapes})")
+        memory_format = ""
+        if follows_layout:
+            first = tensors[full_shape[0].value]
+            lines += [
+                f"{INDENT}# the output takes the layout of the first full-size input (channels-last or not), as PyTorch's",
+                f"{INDENT}# elementwise ops do, and the offsets run over memory in that layout",
+                f"{INDENT}{layout} = (",
+                f"{INDENT * 2}torch.channels_last",
+                f"{INDENT * 2}if not {first}.is_contiguous() and {first}.is_contiguous(memory_format=torch.channels_last)",
+                f"{INDENT * 2}else torch.contiguous_format",
+                f"{INDENT})",
+            ]
+            memory_format = f", memory_format={layout}"
         for value, variable in outputs.items():
             dtype = graph.spec_of(value).dtype
-            lines.append(f"{INDENT}{variable} = torch.empty({domain_shape}, dtype=torch.{dtype}, device={device})")
+            lines.append(
+                f"{INDENT}{variable} = torch.empty({domain_shape}, dtype=torch.{dtype}, device={device}{memory_format})"
+            )
         lines.append(f"{INDENT}{numel} = {next(iter(outputs.values()))}.numel()")
-        stride_lines, stride_arguments, flag_arguments = reads.wrapper_arguments(tensors, domain_shape, scope)
+        stride_lines, stride_arguments, flag_arguments = reads.wrapper_arguments(
+            tensors, domain_shape, scope, memory_format=layout if follows_layout else None
+        )
         lines += [INDENT + line for line in stride_lines]
         lines += [
             f"{INDENT}{block} = {plan.params['block']}",
@@ -365,8 +411,24 @@ class PointwiseTemplate(Template):
             + [f"{domain_shape}[{dim}]" for dim in size_dims]
             + stride_arguments
             + flag_arguments
+            + ([f"CHANNELS_LAST={layout} is torch.channels_last"] if follows_layout else [])
             + [f"BLOCK={block}", f"num_warps={plan.params['warps']}"]
         )
         lines += [f"{INDENT * 2}{argument}," for argument in arguments]
         lines += [f"{INDENT})", f"{INDENT}return {returned}"]
         return "\n".join(lines) + "\n"
+
+
+# a 4-d tensor's dims outermost first in channels-last memory: (batch, height, width, channels)
+CHANNELS_LAST_ORDER = (0, 2, 3, 1)
+
+
+def follows_channels_last(domain: tuple[Dim, ...], reads: DomainReads) -> bool:
+    """Whether a kernel over `domain` runs in channels-last memory order when its first full-size input is so laid
+    out: a 4-d domain whose channels and pixels both vary, read from a full-size input."""
+    return (
+        len(domain) == 4
+        and domain[1] != 1
+        and any(size != 1 for size in domain[2:])
+        and any(read.spec.shape == domain for read in reads.reads)
+    )
