@@ -3,16 +3,18 @@
 For conv -> batch norm (inference) -> ReLU blocks at the models suite's sizes, times eager, torch.compile and the
 hybrids drtriton can build (cuDNN's convolution kept, the epilogue in one Triton kernel) in NCHW and channels-last.
 
-Usage (GPU): `python benchmarks/conv_layouts.py --out results.json` (prints a Markdown table).
+Usage (GPU): `PYTHONPATH=$PWD python benchmarks/conv_layouts.py --out results.json` (prints Markdown tables).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import platform
 import statistics
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -21,7 +23,22 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from drtriton_lsp.compiler.channels_last import conversion_source
+
 CHANNELS_LAST = torch.channels_last
+
+
+def product_conversion():
+    """The product's channels-last conversion (what `keep <conv> layout=channels_last` calls), loaded from a file as
+    generated code is (Triton reads a kernel's source from its file)."""
+    path = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False)
+    with path:
+        path.write("import torch\nimport triton\nimport triton.language as tl\n\n\n")
+        path.write(conversion_source("to_channels_last", "to_channels_last_kernel"))
+    spec = importlib.util.spec_from_file_location("product_conversion", path.name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.to_channels_last
 
 
 @dataclass(frozen=True)
@@ -123,6 +140,11 @@ def variants(case: ConvCase, device: str) -> tuple[dict, torch.Tensor]:
     def hybrid_cl_stays_cl(inp):  # input converted per call, output left channels-last
         return epilogue_flat(F.conv2d(inp.contiguous(memory_format=CHANNELS_LAST), weight, **conv_args), scale, shift)
 
+    to_channels_last = product_conversion()
+
+    def hybrid_triton_conversion(inp):  # the product's conversion kernel, then channels-last cuDNN and epilogue
+        return epilogue_flat(F.conv2d(to_channels_last(inp), weight, **conv_args), scale, shift)
+
     def hybrid_cl_throughout(inp):  # the producer already wrote channels-last (a chain of such blocks)
         return epilogue_flat(F.conv2d(inp, weight, **conv_args), scale, shift)
 
@@ -136,7 +158,10 @@ def variants(case: ConvCase, device: str) -> tuple[dict, torch.Tensor]:
         "hybrid: cuDNN NCHW + epilogue": (hybrid_nchw, x),
         "hybrid: to CL, cuDNN CL, epilogue writes NCHW": (hybrid_cl_back_to_nchw, x),
         "hybrid: to CL, cuDNN CL, epilogue writes CL": (hybrid_cl_stays_cl, x),
+        "hybrid: Triton to CL, cuDNN CL, epilogue CL": (hybrid_triton_conversion, x),
         "hybrid: CL input, cuDNN CL, epilogue CL": (hybrid_cl_throughout, x_channels_last),
+        "conversion alone: PyTorch contiguous(channels_last)": (lambda inp: inp.contiguous(memory_format=CHANNELS_LAST), x),
+        "conversion alone: the product's Triton kernel": (to_channels_last, x),
         "eager, CL input": (eager_cl_throughout, x_channels_last),
     }
     with torch.no_grad():
@@ -153,7 +178,8 @@ def measure(case: ConvCase, device: str) -> dict:
             try:
                 out = function(inp)
                 torch.cuda.synchronize()
-                error = (out.float() - expected).abs().max().item()
+                reference = inp if name.startswith("conversion alone") else expected
+                error = (out.float() - reference.float()).abs().max().item()
                 times = [triton.testing.do_bench(lambda: function(inp), warmup=25, rep=100, return_mode="median")
                          for _ in range(3)]
                 rows[name] = {"ms": statistics.median(times), "max_error_vs_eager": error,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from drtriton_lsp.compiler.channels_last import conversion_source
 from drtriton_lsp.compiler.elementwise import DeviceHelpers
 from drtriton_lsp.compiler.forward_source import render_forward
 from drtriton_lsp.compiler.graph import OpGraph
@@ -69,15 +70,21 @@ def compile_graph(
     forward_name = module_scope.fresh(f"{prefix}_triton_forward")
     helpers = DeviceHelpers(prefix, module_scope)
     steps = lower_schedule(graph, parsed, prefix, module_scope)
+    # a channels-last convolution's input goes through one conversion function (a no-op when it already is)
+    relaid = any(isinstance(step, KeptOp) and step.layout for step in steps)
+    converter = module_scope.fresh(f"{prefix}_to_channels_last") if relaid else None
+    conversion = [conversion_source(converter, module_scope.fresh(f"{converter}_kernel"))] if converter else []
     context = RenderContext(graph, helpers, tuple(sorted(module_scope.taken)))
     plans = [step for step in steps if isinstance(step, KernelPlan)]
     kernel_sources = [TEMPLATES[plan.template].render(plan, context) for plan in plans]
-    forward_source = render_forward(graph, steps, name=forward_name, forward_params=forward_params, has_self=has_self)
+    forward_source = render_forward(
+        graph, steps, name=forward_name, forward_params=forward_params, has_self=has_self, converter=converter
+    )
     roles = classify(graph)
     kept = [step for step in steps if isinstance(step, KeptOp)]
     nodes = {node.name: node for node in graph.nodes}
     return CompiledProgram(
-        kernel_block="\n\n".join(helpers.sources() + kernel_sources + [forward_source]),
+        kernel_block="\n\n".join(helpers.sources() + conversion + kernel_sources + [forward_source]),
         forward_function=forward_name,
         kernels=tuple(plan.kernel for plan in plans),
         replaced_ops=tuple(op for plan in plans for op in plan.ops),

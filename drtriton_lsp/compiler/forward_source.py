@@ -47,7 +47,7 @@ def is_bookkeeping(op: str) -> bool:
 class ForwardWriter:
     """Renders graph values and steps as Python expressions inside the hybrid forward."""
 
-    def __init__(self, graph: OpGraph, forward_params: list[str], has_self: bool, *, relaid: bool = False):
+    def __init__(self, graph: OpGraph, forward_params: list[str], has_self: bool, *, converter: str | None = None):
         self.inputs: dict[str, GraphInput] = {graph_input.name: graph_input for graph_input in graph.inputs}
         tensor_params = [
             graph_input.target
@@ -55,8 +55,10 @@ class ForwardWriter:
             if graph_input.kind == "user_input" and graph_input.spec is not None
         ]
         self.device_expression = f"{tensor_params[0]}.device" if tensor_params else None
-        # a convolution runs channels-last: values may be laid out so, and a view of one may not exist (a reshape does)
-        self.relaid = relaid
+        # converter: the function giving a channels-last convolution its input so laid out; with one, values may be
+        # channels-last, and a view of one may not exist (a reshape does)
+        self.converter = converter
+        self.relaid = converter is not None
         for graph_input in graph.inputs:
             if graph_input.kind == "user_input" and graph_input.target not in forward_params:
                 raise UnsupportedGraphError(
@@ -113,12 +115,12 @@ class ForwardWriter:
     def call(self, node: OpNode, layout: str | None = None) -> str:
         """The op as one Python expression: an exact ATen call, an index, or integer math.
 
-        layout="channels_last": the first argument (a convolution's input) is given in that memory layout first; a
-        tensor already so laid out is passed as it is.
+        layout="channels_last": the first argument (a convolution's input) goes through the converter first (a
+        tensor already so laid out is passed as it is).
         """
         arguments = [self.value(argument) for argument in node.args]
         if layout is not None:
-            arguments[0] = f"{arguments[0]}.contiguous(memory_format=torch.{layout})"
+            arguments[0] = f"{self.converter}({arguments[0]})"
         if node.op == "getitem":
             return f"{arguments[0]}[{arguments[1]}]"
         operator_name = builtin_operator_name(node.op)
@@ -152,11 +154,16 @@ def render_forward(
     name: str,
     forward_params: list[str],
     has_self: bool,
+    converter: str | None = None,
 ) -> str:
-    """`def name(self, ...)`: every step of the schedule in order, then the graph's outputs."""
-    writer = ForwardWriter(
-        graph, forward_params, has_self, relaid=any(isinstance(step, KeptOp) and step.layout for step in steps)
-    )
+    """`def name(self, ...)`: every step of the schedule in order, then the graph's outputs.
+
+    converter: the name of the function that lays out a channels-last convolution's input (needed when a step has a
+    layout).
+    """
+    if converter is None and any(isinstance(step, KeptOp) and step.layout for step in steps):
+        raise ValueError("a step with a layout needs the converter's name")
+    writer = ForwardWriter(graph, forward_params, has_self, converter=converter)
     readers = graph.users()
     parameters = (["self"] if has_self else []) + list(forward_params)
     lines = [f"def {name}({', '.join(parameters)}):"]

@@ -81,7 +81,7 @@ def test_the_block_runs_channels_last_and_returns_pytorchs_layout(block_graph, l
     model = ResidualBlock().eval()
     program = compile_with(block_graph, print_schedule(channels_last_schedule(block_graph, default_schedule(block_graph))))
     module = load_program(program)
-    assert "x.contiguous(memory_format=torch.channels_last)" in program.kernel_block
+    assert "torch.ops.aten.conv2d.default(model_to_channels_last(x), " in program.kernel_block
     seen: dict[str, torch.Tensor] = {}
     for wrapper in [name for name in dir(module) if name.startswith("model_fused_") and "_kernel" not in name]:
         function = getattr(module, wrapper)
@@ -104,6 +104,18 @@ def test_the_block_runs_channels_last_and_returns_pytorchs_layout(block_graph, l
     assert kernels and all(is_channels_last(tensor) for tensor in kernels.values()), {
         name: tensor.stride() for name, tensor in kernels.items()
     }
+
+
+@pytest.mark.parametrize("layout", ["strided", "channels_last", "contiguous"])
+def test_the_conversion_lays_out_any_input_channels_last(block_graph, load_program, layout):
+    program = compile_with(block_graph, print_schedule(channels_last_schedule(block_graph, default_schedule(block_graph))))
+    convert = load_program(program).model_to_channels_last
+    x = torch.randn(3, 5, 7, 6)
+    given = {"strided": torch.randn(3, 7, 6, 10)[..., ::2].permute(0, 3, 1, 2), "channels_last": x.contiguous(
+        memory_format=CHANNELS_LAST), "contiguous": x}[layout]
+    relaid = convert(given)
+    assert relaid.is_contiguous(memory_format=CHANNELS_LAST) and torch.equal(relaid, given)
+    assert (relaid is given) == (layout == "channels_last")
 
 
 def test_kernels_given_a_contiguous_input_keep_the_default_layout(block_graph, load_program):
@@ -130,7 +142,7 @@ def layout_measurer(channels_last_ms: float, default_ms: float = 1.0, channels_l
             relaid = "Search candidate 'channels_last'" in source
             seen.append(task.name)
             if relaid:
-                assert ".contiguous(memory_format=torch.channels_last)" in source
+                assert "_to_channels_last(x)" in source
                 outcomes.append((channels_last_verified, "" if channels_last_verified else "wrong_result",
                                  channels_last_ms if channels_last_verified else None))
             else:
