@@ -153,7 +153,21 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True):
                 return True
             if kind in (int, str, bool):
                 return type(value) is kind and value == expected
+            if kind is tuple and type(value) is tuple and value == expected:
+                # equal tuples (a convolution's sizes): the same item types decide it, when those are plain scalars
+                types = flat_item_types.get(id(expected))
+                if types is not None:
+                    return tuple(map(type, value)) == types
             return drtriton_same(value, expected, home)
+
+        # per expected tuple of ints, strings or bools: its item types (so equal tuples compare in one step)
+        flat_item_types = {
+            id(expected[0]): tuple(map(type, expected[0]))
+            for kind, _, *expected in specialization
+            if kind in ("attribute", "class_attribute", "argument", "global")
+            and type(expected[0]) is tuple
+            and all(type(item) in (int, str, bool) for item in expected[0])
+        }
 
         # Submodules are found once per call, parents first, each from its parent with one getattr;
         # every other guard on the module reads one attribute of one of them.

@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 SCALED_GUARDS = [
     {"kind": "parameter", "name": "weight", "dtype": "float32", "shape": [8]},
     {"kind": "attribute", "name": "scale", "value": {"float": "0.5"}},
+    {"kind": "attribute", "name": "window", "value": {"tuple": [3, 3]}},
     {"kind": "module", "name": "inner", "value": {"class": [None, "Inner"]}},
     {"kind": "attribute", "name": "inner.eps", "value": {"float": "1e-05"}},
     {"kind": "training", "name": "uniform"},
@@ -66,6 +67,7 @@ class Scaled(torch.nn.Module):
     def __init__(self, width, scale=0.5):
         super().__init__()
         self.scale = scale
+        self.window = (3, 3)
         self.weight = torch.nn.Parameter(torch.ones(width))
         self.inner = Inner()
 
@@ -152,6 +154,10 @@ def test_another_scalar_argument_runs_the_original_and_says_so_once(user):
     [
         (lambda m: setattr(m, "scale", 0.75), "Scaled.scale is 0.75, the kernels were verified for 0.5"),
         (lambda m: setattr(m, "scale", 1), "Scaled.scale is 1, the kernels were verified for 0.5"),
+        # equal tuples whose items are of another type: not the values the kernels were verified for
+        (lambda m: setattr(m, "window", (3.0, 3)), "Scaled.window is (3.0, 3), the kernels were verified for (3, 3)"),
+        (lambda m: setattr(m, "window", (True, 3)), "Scaled.window is (True, 3)"),
+        (lambda m: setattr(m, "window", [3, 3]), "Scaled.window is [3, 3]"),
         (lambda m: setattr(m.inner, "eps", 0.1), "Scaled.inner.eps is 0.1, the kernels were verified for 1e-05"),
         (lambda m: setattr(m, "inner", torch.nn.Identity()), "the class of Scaled.inner is <class 'torch.nn.modules.linear.Identity'>"),
         (lambda m: m.inner.register_forward_hook(lambda *a: None), "Scaled.inner has a forward hook"),
@@ -310,6 +316,7 @@ def test_each_guard_is_described_in_words_for_the_report_and_the_provenance_comm
     assert described == [
         "Scaled.weight: float32 [8]",
         "Scaled.scale == 0.5",
+        "Scaled.window == (3, 3)",
         "Scaled.inner is a Inner",
         "Scaled.inner.eps == 1e-05",
         "Scaled and its submodules all in one mode",
