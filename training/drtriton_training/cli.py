@@ -230,6 +230,11 @@ def _add_eval(commands) -> None:
                           help="sample script answers freely (default: held to the script grammar, as the product "
                           "serves the model)")
     evaluate.add_argument("--time-limit", type=float, help="start no program after this many seconds (partial results)")
+    evaluate.add_argument("--workers", type=int, default=1,
+                          help="programs judged at once (default 1; on a GPU their timings still run alone)")
+    evaluate.add_argument("--programs", type=Path,
+                          help="an `rl` run's programs.jsonl: evaluate its validation split (GPU-sized with the "
+                          "`small` config) instead of the shipped held-out sets")
     evaluate.add_argument("--results", type=Path, default=Path("training/results"), help="output directory")
     evaluate.add_argument("--name", default="eval", help="file name stem of the results (default eval)")
 
@@ -243,7 +248,7 @@ def _eval(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     options = EvalOptions(
         levels=levels, per_level=args.per_level, samples=args.samples, kind=args.kind, temperature=args.temperature,
         device=args.device, baseline=args.baseline, time_limit_s=args.time_limit, trials=args.trials,
-        constrained=not args.unconstrained,
+        constrained=not args.unconstrained, workers=args.workers, programs=args.programs,
     )
     try:
         results = evaluate(args.model, options, log=_log)
@@ -325,10 +330,12 @@ def _heldout_levels(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         levels = tuple(int(level) for level in args.levels.split(","))
     except ValueError:
         parser.error(f"--levels takes comma-separated held-out levels such as 1,2; got {args.levels!r}")
-    if not set(levels) <= set(HELDOUT_LEVELS):
+    if getattr(args, "programs", None) is None and not set(levels) <= set(HELDOUT_LEVELS):
         parser.error(f"held-out levels are {', '.join(map(str, HELDOUT_LEVELS))}; got {args.levels}")
     if args.samples < 1 or args.per_level < 1:
         parser.error("--samples and --per-level must be at least 1")
+    if getattr(args, "workers", 1) < 1:
+        parser.error("--workers must be at least 1")
     if not (args.model / "config.json").is_file() and not (args.model / "adapter_config.json").is_file():
         parser.error(f"{args.model} holds no model (config.json); pass the model/ directory of an sft run")
     return levels

@@ -15,8 +15,9 @@ import json
 import math
 import multiprocessing
 import os
+import time
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -51,6 +52,8 @@ CORRECTNESS = {"verified": VERIFIED_REWARD, "rejected": REJECTED_REWARD, "unpars
                "cheating": CHEATING_REWARD}
 CAPTURE_LIMITS = JobLimits(timeout_s=180)
 BENCHMARK_LIMITS = JobLimits(timeout_s=300)
+# How often a judging still waited on says what it waits for (a step that stalls says which rollout holds it).
+WAITING_REPORT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -108,17 +111,20 @@ def capture_job(source: str) -> dict[str, Any]:
 _captures: dict[str, Any] = {}
 
 
-def _capture_of(program: RlProgram):
-    """The program as teach captured it (its default schedule compiled), rebuilt once per pool process."""
+def capture_of_record(program: RlProgram):
+    """The program as teach captures it (its default schedule compiled), rebuilt from its captured graph: no worker."""
     from drtriton_training.teach import PREFIX, TARGET, Capture
 
-    if program.hash in _captures:
-        return _captures[program.hash]
     graph = OpGraph.from_json(program.graph)
     forward_params = list(program.forward_params)
     compiled = compile_graph(graph, prefix=PREFIX, forward_params=forward_params, has_self=True)
-    _captures[program.hash] = Capture(Task(name=TARGET, kind="module", source=program.source), graph, compiled,
-                                      forward_params)
+    return Capture(Task(name=TARGET, kind="module", source=program.source), graph, compiled, forward_params)
+
+
+def _capture_of(program: RlProgram):
+    """`capture_of_record`, once per pool process and program."""
+    if program.hash not in _captures:
+        _captures[program.hash] = capture_of_record(program)
     return _captures[program.hash]
 
 
@@ -145,12 +151,30 @@ def judge_job(program: RlProgram, completion: str, kind: str, device: str, trial
     return RolloutVerdict("verified", speed=math.log(timing["eager_ms"] / timing["triton_ms"]), timing=timing)
 
 
+def wait_reporting(futures: list[Future], labels: list[str], log: Callable[[str], None],
+                   every_s: float = WAITING_REPORT_S) -> None:
+    """Wait for every future; each `every_s` seconds that some are still running, log how many are done and the
+    labels of those still waited on (the first three), so a judging that stalls says which rollout holds it."""
+    started = time.monotonic()
+    next_report = started + every_s
+    pending = set(futures)
+    while pending:
+        _done, pending = wait(pending, timeout=max(0.0, next_report - time.monotonic()))
+        if pending and time.monotonic() >= next_report:
+            waiting = [label for future, label in zip(futures, labels) if future in pending]
+            log(f"judging: {len(futures) - len(pending)}/{len(futures)} done after {time.monotonic() - started:.0f} s;"
+                f" waiting for {'; '.join(waiting[:3])}" + (f" and {len(waiting) - 3} more" if len(waiting) > 3 else ""))
+            next_report += every_s
+
+
 class JudgePool:
     """Processes that capture programs and judge rollouts (the product's verifier and benchmark, each job in a worker
     process of its own), so nothing a rollout contains ever runs in the trainer's process."""
 
-    def __init__(self, workers: int, device: str, gpu_lock: Path | None = None):
+    def __init__(self, workers: int, device: str, gpu_lock: Path | None = None,
+                 log: Callable[[str], None] = lambda _line: None):
         self.device = device
+        self.log = log
         # spawned, not forked: the trainer's process holds torch's threads (and on a GPU, CUDA)
         self.executor = ProcessPoolExecutor(
             max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
@@ -164,6 +188,8 @@ class JudgePool:
         """Verdicts for (program, completion) pairs, in order."""
         futures = [self.executor.submit(judge_job, program, completion, kind, self.device, trials)
                    for program, completion in jobs]
+        labels = [f"{program.hash} (level {program.level}): {completion.strip()[:120]!r}" for program, completion in jobs]
+        wait_reporting(futures, labels, self.log)
         return [future.result() for future in futures]
 
     def close(self) -> None:

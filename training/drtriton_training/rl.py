@@ -50,14 +50,14 @@ def rl(recipe: RlRecipe, out: Path, *, objective: str, resume: bool = False, log
         + ("speed term on: r_s = log(t_torch / t_triton) for verified rollouts" if speed_on else
            "speed term off on the CPU (Triton's interpreter times nothing): r_s = 0, DRPO weighs correct rollouts "
            "uniformly"))
-    with JudgePool(recipe.reward_workers, recipe.device, gpu_lock=out / "gpu.lock") as pool:
+    with JudgePool(recipe.reward_workers, recipe.device, gpu_lock=out / "gpu.lock", log=log) as pool:
         programs = _programs(recipe, out, pool, log)
         model_path = _starting_model(recipe, out, programs, log)
         curriculum = (Curriculum.load(resume_from) if resume_from else
                       Curriculum(recipe.levels, recipe.advance_threshold))
         if resume_from:
             log(f"rl {recipe.name}: resuming from {resume_from.name} at level {curriculum.level}")
-        step_log = RunLog(out / LOG_FILE, curriculum, objective, log)
+        step_log = RunLog(out / LOG_FILE, curriculum, objective, log, started)
         reward = DecoupledReward(
             {program.hash: program for program in programs}, pool, kind=recipe.kind, trials=recipe.trials,
             speed_on=speed_on, samples_path=out / SAMPLES_FILE, samples_kept=recipe.samples_kept_per_step,
@@ -193,15 +193,19 @@ def _starting_model(recipe: RlRecipe, out: Path, programs: list[RlProgram], log)
 
 class RunLog:
     """rl_log.jsonl and the console: a line per step (level, last pass@1, outcomes, rejection kinds, cheating count,
-    parser messages, reward statistics, warnings) and per pass@1 measurement."""
+    parser messages, reward statistics, warnings) and per pass@1 measurement, each with the seconds since the chunk
+    started (`chunk_seconds`: what a step costs)."""
 
-    def __init__(self, path: Path, curriculum: Curriculum, objective: str, log: Callable[[str], None]):
+    def __init__(self, path: Path, curriculum: Curriculum, objective: str, log: Callable[[str], None],
+                 started: float | None = None):
         self.path = path
         self.curriculum = curriculum
         self.objective = objective
         self.log = log
+        self.started = time.monotonic() if started is None else started
 
     def write(self, record: dict[str, Any]) -> None:
+        record = {**record, "chunk_seconds": round(time.monotonic() - self.started, 1)}
         with self.path.open("a") as lines:
             lines.write(json.dumps(record) + "\n")
 

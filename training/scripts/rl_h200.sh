@@ -7,6 +7,9 @@
 #   PHASE=drpo    one time-limited chunk of `rl --objective drpo` (resumes from its checkpoint when run again)
 #   PHASE=grpo    the same for `rl --objective grpo`
 #   PHASE=after   eval of both arms' models, then pack the results table and the better model into $OUT
+#   PHASE=all     before, one chunk of each arm, after, in one call (a session with little device time: size
+#                 CHUNK_SECONDS and EVAL_SECONDS so the whole fits the call's 600 s); $OUT/bundle.tar.gz is rewritten
+#                 after each stage, so a call stopped at its limit still returns what was done
 #
 # Upload: the repository (the shipped model is 37 MB), the wheels of trl, datasets, dill and multiprocess in
 # training/wheels, and the run's programs captured here (`drtriton-train rl --config small --capture-only --out DIR`:
@@ -15,11 +18,15 @@
 # (results, logs, samples, manifests).
 #
 # Settings (environment): PHASE, PROGRAMS, STEPS (optimiser steps per arm, default 40), CHUNK_SECONDS (per call,
-# default 420), EVAL_LEVELS, EVAL_PER_LEVEL, EVAL_SAMPLES, EVAL_SECONDS, WORK, OUT.
+# default 420), EVAL_LEVELS, EVAL_PER_LEVEL, EVAL_SAMPLES, EVAL_SECONDS, EVAL_WORKERS (programs judged at once,
+# default 8), EVAL_SET (heldout, the shipped held-out sets, or validation: the validation split of PROGRAMS, sized
+# for the GPU by program_scale; default heldout), WORK, OUT.
+# The table compares the three models on the programs all three evaluations reached (a time limit can stop one
+# earlier than another).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-PHASE=${PHASE:?set PHASE to before, drpo, grpo or after}
+PHASE=${PHASE:?set PHASE to before, drpo, grpo, after or all}
 PROGRAMS=${PROGRAMS:-}
 STEPS=${STEPS:-40}
 CHUNK_SECONDS=${CHUNK_SECONDS:-420}
@@ -27,6 +34,8 @@ EVAL_LEVELS=${EVAL_LEVELS:-1,2,5,20}
 EVAL_PER_LEVEL=${EVAL_PER_LEVEL:-10}
 EVAL_SAMPLES=${EVAL_SAMPLES:-4}
 EVAL_SECONDS=${EVAL_SECONDS:-250}
+EVAL_WORKERS=${EVAL_WORKERS:-8}
+EVAL_SET=${EVAL_SET:-heldout}
 WORK=${WORK:-/tmp/drtriton-rl}
 OUT=${OUT:?set OUT to the directory whose files come back}
 PYTHON=${PYTHON:-python3}
@@ -41,8 +50,16 @@ need_carried_wheels trl datasets
 mkdir -p "$WORK" "$OUT"
 
 evaluate() {  # evaluate MODEL_DIR NAME: held-out pass@1 per level, the best of k timed against eager and compile
+    local programs=()
+    case "$EVAL_SET" in
+        heldout) ;;
+        validation) programs=(--programs "${PROGRAMS:?EVAL_SET=validation evaluates the validation split of PROGRAMS}") ;;
+        *) echo "EVAL_SET is heldout or validation; got $EVAL_SET" >&2; exit 1 ;;
+    esac
+    stamp "eval $2 ($EVAL_SET)"
     "${TRAIN[@]}" eval --model "$1" --levels "$EVAL_LEVELS" --per-level "$EVAL_PER_LEVEL" --samples "$EVAL_SAMPLES" \
-        --device cuda --time-limit "$EVAL_SECONDS" --results "$WORK/results" --name "$2" 2>>"$WORK/eval.log"
+        --device cuda --time-limit "$EVAL_SECONDS" --workers "$EVAL_WORKERS" "${programs[@]}" \
+        --results "$WORK/results" --name "$2" 2>>"$WORK/eval.log"
     cat "$WORK/results/$2.md"
 }
 
@@ -58,44 +75,51 @@ chunk() {  # chunk OBJECTIVE: one time-limited chunk of that arm; the same steps
     fi
     stamp "rl --objective $1: a chunk of $CHUNK_SECONDS s towards $STEPS steps ${resume[*]}"
     "${TRAIN[@]}" rl --config small --objective "$1" --steps "$STEPS" --out "$run" "${resume[@]}" \
-        --set "time_limit_s=$CHUNK_SECONDS" 2>&1 | grep -v "FutureWarning\|warnings.warn" | tail -30
+        --set "time_limit_s=$CHUNK_SECONDS" 2>&1 | tee -a "$WORK/$1.log" | grep -v "FutureWarning\|warnings.warn" | tail -30
+}
+
+pack() {  # pack: bundle.tar.gz of what exists so far (results, logs, samples, manifests), replaced whole
+    local have=()
+    for path in results eval.log drpo.log grpo.log drpo/model drpo/rl_log.jsonl drpo/samples.jsonl \
+                grpo/model grpo/rl_log.jsonl grpo/samples.jsonl; do
+        if [ -e "$WORK/$path" ]; then have+=("$path"); fi
+    done
+    if [ ${#have[@]} -gt 0 ]; then
+        tar czf "$OUT/bundle.tar.gz.part" -C "$WORK" --exclude='*.safetensors' "${have[@]}"
+        mv "$OUT/bundle.tar.gz.part" "$OUT/bundle.tar.gz"
+    fi
+}
+
+after() {  # after: both arms' models evaluated, the table (on the programs every evaluation reached), the packing
+    for objective in drpo grpo; do
+        complete=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['complete'])" \
+            "$WORK/$objective/model/drtriton_model.json")
+        stamp "$objective: complete=$complete"
+        evaluate "$WORK/$objective/model" "after-$objective"
+        pack
+    done
+    "$PYTHON" training/scripts/rl_table.py "$WORK/results" before after-drpo after-grpo \
+        | tee "$WORK/results/rl-drpo-vs-grpo.md"
+    stamp "packing $OUT (DRPO's model; GRPO's stays in $WORK/grpo/model)"
+    cp "$WORK"/drpo/model/*.safetensors "$OUT"/
+    pack
+    ls -l "$OUT"
 }
 
 case "$PHASE" in
     before) evaluate training/models before ;;
     drpo | grpo) chunk "$PHASE" ;;
-    after)
+    after) after ;;
+    all)
+        trap pack EXIT  # a stage that fails still returns the logs of those before it
+        evaluate training/models before
+        pack
         for objective in drpo grpo; do
-            complete=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['complete'])" \
-                "$WORK/$objective/model/drtriton_model.json")
-            stamp "$objective: complete=$complete"
-            evaluate "$WORK/$objective/model" "after-$objective"
+            chunk "$objective"
+            pack
         done
-        "$PYTHON" - "$WORK" <<'EOF'
-import json, pathlib, sys
-work = pathlib.Path(sys.argv[1])
-rows = ["| model | level | programs | valid | pass@1 | pass@k | best of k vs eager | best of k vs compile | faster than compile |",
-        "|---|---|---|---|---|---|---|---|---|"]
-def cell(value):
-    return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
-for name in ("before", "after-drpo", "after-grpo"):
-    results = json.loads((work / "results" / f"{name}.json").read_text())
-    k = results["options"]["samples"]
-    for level, summary in results["by_level"].items():
-        rows.append(f"| {name} | {level} | {summary['programs']} | {cell(summary['valid_share'])} | "
-                    f"{cell(summary['pass@1'])} | {cell(summary[f'pass@{k}'])} | "
-                    f"{cell(summary.get('best_of_k_geomean_vs_eager'))} | "
-                    f"{cell(summary.get('best_of_k_geomean_vs_compile'))} | "
-                    f"{cell(summary.get('share_faster_than_compile'))} |")
-(work / "results" / "rl-drpo-vs-grpo.md").write_text("\n".join(rows) + "\n")
-print("\n".join(rows))
-EOF
-        stamp "packing $OUT (DRPO's model; GRPO's stays in $WORK/grpo/model)"
-        cp "$WORK"/drpo/model/*.safetensors "$OUT"/
-        tar czf "$OUT/bundle.tar.gz" -C "$WORK" --exclude='*.safetensors' results eval.log \
-            drpo/model drpo/rl_log.jsonl drpo/samples.jsonl grpo/model grpo/rl_log.jsonl grpo/samples.jsonl
-        ls -l "$OUT"
+        after
         ;;
-    *) echo "PHASE is before, drpo, grpo or after; got $PHASE" >&2; exit 1 ;;
+    *) echo "PHASE is before, drpo, grpo, after or all; got $PHASE" >&2; exit 1 ;;
 esac
 stamp "done"

@@ -6,6 +6,7 @@ the CPU with a curriculum advance and a resume (slow).
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -203,6 +204,33 @@ def test_the_reward_judges_real_rollouts_with_the_verifier_in_its_pool(tmp_path)
     assert [sample["completion"] for sample in json.loads(line)["accepted"]] == [completions[0]]
 
 
+def test_a_judging_that_waits_long_says_which_rollout_it_waits_for():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from drtriton_training.rewards import wait_reporting
+
+    lines: list[str] = []
+    with ThreadPoolExecutor(max_workers=3) as executor:
+        futures = [executor.submit(time.sleep, seconds) for seconds in (0.0, 0.3, 0.0)]
+        wait_reporting(futures, ["quick", "slow rollout", "quick too"], lines.append, every_s=0.1)
+        assert all(future.done() for future in futures)
+        assert lines and all(line.endswith("waiting for slow rollout") for line in lines)
+        assert lines[0].startswith("judging: 2/3 done after 0 s")
+        lines.clear()
+        wait_reporting([executor.submit(time.sleep, 0.0)], ["quick"], lines.append, every_s=0.1)
+    assert lines == []
+
+
+def test_each_log_line_says_how_far_into_its_chunk_it_was_written(tmp_path):
+    from drtriton_training.rl import RunLog
+
+    run_log = RunLog(tmp_path / "rl_log.jsonl", Curriculum((1, 2), 0.5), "drpo", log=lambda _line: None,
+                     started=time.monotonic() - 12.0)
+    run_log.write({"event": "eval", "step": 0})
+    [record] = log_records(tmp_path)
+    assert record["event"] == "eval" and 12.0 <= record["chunk_seconds"] < 60.0
+
+
 def log_records(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "rl_log.jsonl").read_text().splitlines()]
 
@@ -221,6 +249,7 @@ def test_rl_tiny_runs_end_to_end_advances_its_curriculum_and_resumes(tmp_path, c
     assert (second["step"], second["level"], second["advanced_to"]) == (2, 2, None)  # the last level stays
     steps = [record for record in records if record["event"] == "step"]
     assert [record["step"] for record in steps] == [1, 2]
+    assert steps[0]["chunk_seconds"] <= steps[1]["chunk_seconds"]
     for record in steps:
         assert record["level"] == 2 and record["prompt_levels"] == [2] and "pass@1" in record
         assert record["rollouts"] == 8
