@@ -1,5 +1,6 @@
 """The decoupled reward of `drtriton-train rl`: every rollout judged by the product's verifier (and, on a GPU, timed
-by its benchmark) in a pool of worker processes, with correctness and speed kept as two separate signals.
+against eager PyTorch with the same program's other verified rollouts in one worker) in a pool of worker processes,
+with correctness and speed kept as two separate signals.
 
 | rollout | correctness | speed r_s |
 | --- | --- | --- |
@@ -18,15 +19,17 @@ import os
 import time
 from collections import Counter
 from concurrent.futures import Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.engine.verify import worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
 from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
+from drtriton_lsp.runners.runner import JobFailure
 from drtriton_lsp.task import Task
 
 VERIFIED_REWARD = 1.0
@@ -52,6 +55,9 @@ CORRECTNESS = {"verified": VERIFIED_REWARD, "rejected": REJECTED_REWARD, "unpars
                "cheating": CHEATING_REWARD}
 CAPTURE_LIMITS = JobLimits(timeout_s=180)
 BENCHMARK_LIMITS = JobLimits(timeout_s=300)
+# r_s of a verified rollout whose timing failed (a kernel too slow to time within BENCHMARK_LIMITS, or a worker that
+# crashed): as if 100 times slower than eager, so a kernel that cannot be timed never looks as fast as PyTorch.
+UNTIMED_SPEED = math.log(1 / 100)
 # How often a judging still waited on says what it waits for (a step that stalls says which rollout holds it).
 WAITING_REPORT_S = 60.0
 
@@ -79,6 +85,7 @@ class RolloutVerdict:
     detail: str = ""
     speed: float | None = None
     timing: dict[str, Any] | None = None
+    module: str | None = field(default=None, repr=False)  # a verified rollout's module, until it is timed
 
     @property
     def correctness(self) -> float:
@@ -129,8 +136,8 @@ def _capture_of(program: RlProgram):
 
 
 def judge_job(program: RlProgram, completion: str, kind: str, device: str, trials: int) -> RolloutVerdict:
-    """Pool job: parse one rollout, verify the module it stands for, and on a GPU time a verified one."""
-    from drtriton_training.evaluate import NO_KERNEL, benchmark_module, module_of
+    """Pool job: parse one rollout and verify the module it stands for (a verified one keeps its module for timing)."""
+    from drtriton_training.evaluate import NO_KERNEL, module_of
     from drtriton_training.teach import TeachOptions, verify_module
 
     capture = _capture_of(program)
@@ -143,12 +150,45 @@ def judge_job(program: RlProgram, completion: str, kind: str, device: str, trial
     if not verdict.verified:
         outcome = "cheating" if verdict.reason in CHEATING_REASONS else "rejected"
         return RolloutVerdict(outcome, verdict.reason or "rejected", verdict.detail[:300])
-    if device != "cuda":
-        return RolloutVerdict("verified")
-    timing = benchmark_module(capture, module, BENCHMARK_LIMITS, _runner)
-    if not timing or not timing.get("eager_ms") or not timing.get("triton_ms"):
-        return RolloutVerdict("verified", detail="verified, but the benchmark timed nothing", timing=timing)
-    return RolloutVerdict("verified", speed=math.log(timing["eager_ms"] / timing["triton_ms"]), timing=timing)
+    return RolloutVerdict("verified", module=module if device == "cuda" else None)
+
+
+def time_group_job(program: RlProgram, modules: list[str]) -> dict[str, Any]:
+    """Pool job: eager PyTorch and each verified module of one program timed in one worker (the product's
+    `time_candidates`: the same inputs for all, L2 flushed, no torch.compile), or why it could not be."""
+    capture = _capture_of(program)
+    try:
+        return _runner.call("time_candidates", {"task": capture.task.to_json(), "candidates": modules},
+                            limits=BENCHMARK_LIMITS, env=worker_environment("cuda"))
+    except JobFailure as failure:
+        return {"error": f"{failure.reason}: {failure.detail}"[:300]}
+
+
+def with_speeds(verdicts: list[RolloutVerdict], hashes: list[str],
+                time_groups: Callable[[dict[str, list[str]]], dict[str, dict[str, Any]]]) -> list[RolloutVerdict]:
+    """The verdicts with r_s = log(eager ms / Triton ms) for the verified ones that kept a module: each program's
+    modules timed together (`time_groups` takes {program hash: modules} and gives {program hash: what
+    `time_group_job` returns}), one worker per program instead of a benchmark (and a torch.compile) per rollout. A
+    verified rollout left untimed says why and gets UNTIMED_SPEED."""
+    groups: dict[str, list[int]] = {}
+    for index, (verdict, program_hash) in enumerate(zip(verdicts, hashes)):
+        if verdict.outcome == "verified" and verdict.module is not None:
+            groups.setdefault(program_hash, []).append(index)
+    measurements = time_groups({h: [verdicts[index].module for index in indexes] for h, indexes in groups.items()})
+    timed = list(verdicts)
+    for program_hash, indexes in groups.items():
+        measured = measurements.get(program_hash) or {}
+        reference_ms, candidate_ms = measured.get("reference_ms"), measured.get("candidate_ms") or []
+        for position, index in enumerate(indexes):
+            ms = candidate_ms[position] if len(candidate_ms) == len(indexes) else None
+            if reference_ms and ms:
+                timing = {"eager_ms": reference_ms, "triton_ms": ms, "method": "time_candidates"}
+                timed[index] = replace(verdicts[index], module=None, speed=math.log(reference_ms / ms), timing=timing)
+            else:
+                why = measured.get("error") or "the timing worker timed nothing"
+                timed[index] = replace(verdicts[index], module=None, speed=UNTIMED_SPEED,
+                                       detail=f"verified, but not timed: {why}"[:300])
+    return timed
 
 
 def wait_reporting(futures: list[Future], labels: list[str], log: Callable[[str], None],
@@ -185,12 +225,23 @@ class JudgePool:
         return list(self.executor.map(capture_job, sources))
 
     def judge(self, jobs: list[tuple[RlProgram, str]], kind: str, trials: int) -> list[RolloutVerdict]:
-        """Verdicts for (program, completion) pairs, in order."""
+        """Verdicts for (program, completion) pairs, in order: every rollout verified at once, then on a GPU each
+        program's verified rollouts timed together (`with_speeds`)."""
         futures = [self.executor.submit(judge_job, program, completion, kind, self.device, trials)
                    for program, completion in jobs]
         labels = [f"{program.hash} (level {program.level}): {completion.strip()[:120]!r}" for program, completion in jobs]
         wait_reporting(futures, labels, self.log)
-        return [future.result() for future in futures]
+        verdicts = [future.result() for future in futures]
+        if self.device != "cuda":
+            return verdicts
+        programs = {program.hash: program for program, _ in jobs}
+
+        def time_groups(groups: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+            timings = {h: self.executor.submit(time_group_job, programs[h], modules) for h, modules in groups.items()}
+            wait_reporting(list(timings.values()), [f"timing program {h}" for h in timings], self.log)
+            return {h: future.result() for h, future in timings.items()}
+
+        return with_speeds(verdicts, [program.hash for program, _ in jobs], time_groups)
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
@@ -271,7 +322,7 @@ class DecoupledReward:
         return [verdict.correctness for verdict in verdicts]
 
     def speed(self, prompts, completions, program_hash, **_columns) -> list[float | None]:
-        """r_s for verified rollouts (0.0 where the speed term is off or the benchmark timed nothing), None (not
+        """r_s for verified rollouts (0.0 where the speed term is off; UNTIMED_SPEED where the timing failed), None (not
         applicable: trl leaves it out of the speed's mean) for the others."""
         judged, verdicts = self.batch
         if judged != list(completions):

@@ -220,6 +220,12 @@ class RunLog:
         for warning in stats["warnings"]:
             self.log(f"warning: step {stats['step']}: {warning}")
 
+    def generation(self, rollouts: int, seconds: float) -> None:
+        """One batch of rollouts sampled (how long sampling takes beside judging: a chunk that stalls says which)."""
+        self.write({"event": "generation", "objective": self.objective, "rollouts": rollouts,
+                    "seconds": round(seconds, 1)})
+        self.log(f"sampled {rollouts} rollouts in {seconds:.1f} s")
+
     def measurement(self, step: int, summary: dict[str, Any], advanced: bool) -> None:
         entry = self.curriculum.history[-1]
         self.write({"event": "eval", "objective": self.objective, **entry, "programs": summary["programs"]})
@@ -322,6 +328,13 @@ def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_l
         shards of `max_shard_size`."""
 
         def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+            started = time.monotonic()
+            try:
+                return self._held_generate(prompt_ids, *args, **kwargs)
+            finally:
+                step_log.generation(len(prompt_ids), time.monotonic() - started)
+
+        def _held_generate(self, prompt_ids, *args, **kwargs):
             if not grammars or self.use_vllm:
                 return super()._generate_single_turn(prompt_ids, *args, **kwargs)
             from drtriton_lsp.models.constrained_sampling import ConstrainedAnswers

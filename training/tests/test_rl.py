@@ -204,6 +204,32 @@ def test_the_reward_judges_real_rollouts_with_the_verifier_in_its_pool(tmp_path)
     assert [sample["completion"] for sample in json.loads(line)["accepted"]] == [completions[0]]
 
 
+def test_each_programs_verified_rollouts_are_timed_together_against_eager():
+    import math
+
+    from drtriton_training.rewards import UNTIMED_SPEED, RolloutVerdict, with_speeds
+
+    verdicts = [
+        RolloutVerdict("verified", module="a1"), RolloutVerdict("rejected", "wrong_result"),
+        RolloutVerdict("verified", module="b1"), RolloutVerdict("verified", module="a2"),
+        RolloutVerdict("verified", module="c1"),
+    ]
+    asked: list[dict] = []
+
+    def time_groups(groups):
+        asked.append(groups)
+        return {"a": {"reference_ms": 2.0, "candidate_ms": [1.0, 4.0]}, "b": {"reference_ms": 3.0, "candidate_ms": [3.0]},
+                "c": {"error": "timeout: the job ran past 300 s"}}
+
+    timed = with_speeds(verdicts, ["a", "a", "b", "a", "c"], time_groups)
+    assert asked == [{"a": ["a1", "a2"], "b": ["b1"], "c": ["c1"]}]  # one timing worker per program, all at once
+    # a rollout whose timing failed counts as far slower than eager, never as fast as it (r_s 0)
+    assert [verdict.speed for verdict in timed] == [math.log(2.0), None, 0.0, math.log(0.5), UNTIMED_SPEED]
+    assert timed[0].timing == {"eager_ms": 2.0, "triton_ms": 1.0, "method": "time_candidates"}
+    assert timed[4].outcome == "verified" and "not timed: timeout" in timed[4].detail
+    assert timed[1] is verdicts[1] and all(verdict.module is None for verdict in timed if verdict.outcome == "verified")
+
+
 def test_a_judging_that_waits_long_says_which_rollout_it_waits_for():
     from concurrent.futures import ThreadPoolExecutor
 
@@ -250,6 +276,10 @@ def test_rl_tiny_runs_end_to_end_advances_its_curriculum_and_resumes(tmp_path, c
     steps = [record for record in records if record["event"] == "step"]
     assert [record["step"] for record in steps] == [1, 2]
     assert steps[0]["chunk_seconds"] <= steps[1]["chunk_seconds"]
+    # each step's sampling is logged with its seconds, before the step's judging
+    generations = [record for record in records if record["event"] == "generation"]
+    assert len(generations) == 2 and all(record["rollouts"] == 8 and record["seconds"] >= 0 for record in generations)
+    assert generations[1]["chunk_seconds"] <= steps[1]["chunk_seconds"]
     for record in steps:
         assert record["level"] == 2 and record["prompt_levels"] == [2] and "pass@1" in record
         assert record["rollouts"] == 8
