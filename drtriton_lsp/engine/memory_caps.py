@@ -1,7 +1,8 @@
 """How much memory a verification or benchmark worker may hold: derived from the task's own tensors and the machine.
 
-A fixed cap refused correct kernels for large single ops (a 6.4 GB input) while a small task needs far less; the cap
-here grows with the bytes the task's inputs, weights and outputs take (known once the graph is captured) and never falls
+A fixed cap refused correct kernels for large single ops (a 6.4 GB input) and stopped the benchmark of a whole network
+(its kernels' compilation) while a small task needs far less; the cap here grows with the bytes the task's inputs,
+weights and outputs take and with its number of ops (known once the graph is captured) and never falls
 below the fixed cap it replaces; the machine that runs the worker bounds it by its share of memory (so a hog is still
 stopped): `JobLimits.memory_cap` in runners/runner.py, computed where the worker runs (an ssh runner's remote host).
 """
@@ -27,6 +28,9 @@ RUNTIME_BYTES = 4 * 1024**3
 # process, the reference's and the candidate's outputs, their float64 copies for the arbiter (two to four times the
 # bytes of float32 and half-precision tensors), and the audit's copies of what a launch may write
 TENSOR_COPIES = 12
+# compiling the graph's kernels in the benchmark worker (torch.compile's and ours), per op of the graph: on the H200 the
+# benchmark of an 85-op network (mobilenet_v2_small, 42 MB of tensors) held 8.4 GiB
+COMPILE_BYTES_PER_OP = 96 * 1024**2
 # the fixed cap this replaces: a task that fitted under it still does
 FLOOR_BYTES = 8 * 1024**3
 
@@ -44,8 +48,8 @@ def task_bytes(graph: OpGraph) -> int:
 
 def task_memory_cap(graph: OpGraph) -> int:
     """The resident bytes a worker verifying or timing this task needs, at least FLOOR_BYTES (see the module
-    docstring: the worker's machine bounds it)."""
-    return max(FLOOR_BYTES, RUNTIME_BYTES + TENSOR_COPIES * task_bytes(graph))
+    docstring: the worker's machine bounds it): the runtime, copies of the task's tensors, compiling its ops' kernels."""
+    return max(FLOOR_BYTES, RUNTIME_BYTES + TENSOR_COPIES * task_bytes(graph) + COMPILE_BYTES_PER_OP * len(graph.nodes))
 
 
 def with_task_memory_caps(limits: JobLimits, graph: OpGraph) -> JobLimits:

@@ -7,7 +7,9 @@ import psutil
 import pytest
 
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
-from drtriton_lsp.engine.memory_caps import FLOOR_BYTES, RUNTIME_BYTES, TENSOR_COPIES, task_bytes, task_memory_cap, with_task_memory_caps
+from drtriton_lsp.engine.memory_caps import (
+    COMPILE_BYTES_PER_OP, FLOOR_BYTES, RUNTIME_BYTES, TENSOR_COPIES, task_bytes, task_memory_cap, with_task_memory_caps,
+)
 from drtriton_lsp.runners import runner
 from drtriton_lsp.runners.runner import MACHINE_MEMORY_SHARE, JobLimits, machine_memory_bytes
 
@@ -38,8 +40,22 @@ def test_a_large_single_op_gets_room_for_its_copies(machine_of):
     machine_of(1024 * GiB)
     graph = softmax_graph(4096, 393216)  # 6.4 GB in, 6.4 GB out
     assert task_bytes(graph) == 2 * 4096 * 393216 * 4
-    assert task_memory_cap(graph) == RUNTIME_BYTES + TENSOR_COPIES * task_bytes(graph)
+    assert task_memory_cap(graph) == RUNTIME_BYTES + TENSOR_COPIES * task_bytes(graph) + COMPILE_BYTES_PER_OP
     assert JobLimits(memory_bytes=task_memory_cap(graph)).memory_cap() == task_memory_cap(graph)
+
+
+def test_a_network_of_many_small_ops_gets_room_to_compile_them(machine_of):
+    """The H200 benchmark of an 85-op network with 42 MB of tensors held 8.4 GiB, over the fixed 8 GiB."""
+    machine_of(128 * GiB)
+    one_op = softmax_graph(64, 128)
+    network = OpGraph(
+        inputs=one_op.inputs, outputs=[{"ref": "op84"}], returns_tuple=False,
+        nodes=[OpNode(f"op{index}", "aten.relu.default", ({"ref": f"op{index - 1}" if index else "x"},), {},
+                      (TensorSpec((64, 128), "float32"),)) for index in range(85)],
+    )
+    assert task_memory_cap(one_op) == FLOOR_BYTES
+    assert task_memory_cap(network) > 8.4 * GiB
+    assert JobLimits(memory_bytes=task_memory_cap(network)).memory_cap() == task_memory_cap(network)
 
 
 def test_the_machine_that_runs_the_worker_bounds_the_cap(machine_of):
