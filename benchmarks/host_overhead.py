@@ -1,0 +1,121 @@
+"""Where a written-back module's time goes on the host: the dispatch's guards, the hybrid forward's launches, the GPU.
+
+Takes the report of a `drtriton optimize --json` run (its kernel.source is the written-back module) and times, per call,
+eager PyTorch, the written-back Model (guards + hybrid forward), the guards alone (the hybrid swapped for a no-op) and
+the hybrid forward alone (called without the guards): host time to enqueue a few calls (fewer launches than CUDA's
+queue holds, so the GPU never throttles it) and device time of calls queued back to back.
+
+Usage (GPU): `PYTHONPATH=$PWD python benchmarks/host_overhead.py REPORT.json [REPORT.json ...]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ENQUEUED_CALLS = 16  # calls whose launches fit CUDA's queue, so enqueueing them measures the host alone
+REPEATS = 15
+
+
+def load_written_module(report_path: Path, replace_forward: str | None = None):
+    """The report's written-back module, imported from a file (Triton reads kernels' source from their file);
+    replace_forward: Python source of a function to dispatch to instead of the hybrid forward."""
+    report = json.loads(report_path.read_text())
+    source = report["kernel"]["source"]
+    if replace_forward is not None:
+        marker = "@drtriton_dispatch("
+        start = source.index(marker) + len(marker)
+        end = source.index(",", start)
+        source = source[:start] + replace_forward + source[end:]
+    path = Path(tempfile.mkdtemp()) / f"written_{report_path.stem}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def host_us(call) -> float:
+    """Median host microseconds per call to enqueue ENQUEUED_CALLS calls on an idle GPU."""
+    samples = []
+    for _ in range(REPEATS):
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(ENQUEUED_CALLS):
+            call()
+        samples.append((time.perf_counter() - started) / ENQUEUED_CALLS * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
+def device_ms(call) -> float:
+    """Median milliseconds per call of calls queued back to back (CUDA events around 20 calls)."""
+    samples = []
+    for _ in range(REPEATS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(20):
+            call()
+        end.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end) / 20)
+    return statistics.median(samples)
+
+
+def measure(report_path: Path) -> dict:
+    written = load_written_module(report_path)
+    guards_only = load_written_module(report_path, replace_forward="lambda self, *arguments: None")
+    init = written.get_init_inputs() if hasattr(written, "get_init_inputs") else []
+    torch.manual_seed(0)
+    model = written.Model(*init).eval().cuda()
+    guard_model = guards_only.Model(*init).eval().cuda()
+    guard_model.load_state_dict(model.state_dict())
+    inputs = [value.cuda() if isinstance(value, torch.Tensor) else value for value in written.get_inputs()]
+    hybrid = next(getattr(written, name) for name in dir(written) if name.endswith("_triton_forward"))
+    calls = {
+        "eager": lambda: written.Model.forward.reference(model, *inputs),
+        "written-back Model (guards + hybrid)": lambda: model(*inputs),
+        "guards alone": lambda: guard_model(*inputs),
+        "hybrid forward alone": lambda: hybrid(model, *inputs),
+    }
+    rows = {}
+    with torch.no_grad():
+        for call in calls.values():
+            for _ in range(5):
+                call()
+        for name, call in calls.items():
+            rows[name] = {"host_us": host_us(call), "device_ms": device_ms(call) if name != "guards alone" else None}
+    kernels = sum(1 for line in json.loads(report_path.read_text())["kernel"]["source"].splitlines()
+                  if line.strip().endswith("](") and "[grid" in line)
+    return {"report": str(report_path), "launch_sites": kernels, "rows": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("reports", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, help="write the measurements as JSON")
+    arguments = parser.parse_args()
+    results = []
+    for report_path in arguments.reports:
+        result = measure(report_path)
+        results.append(result)
+        print(f"\n### {report_path.stem} ({result['launch_sites']} Triton launch sites in the source)\n")
+        print("| call | host us per call | device ms per call |\n|---|---|---|")
+        for name, row in result["rows"].items():
+            device = "-" if row["device_ms"] is None else f"{row['device_ms']:.4f}"
+            print(f"| {name} | {row['host_us']:.1f} | {device} |")
+    if arguments.out:
+        arguments.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                             "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
