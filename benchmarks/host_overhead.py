@@ -5,7 +5,8 @@ eager PyTorch, the written-back Model (guards + hybrid forward), the guards alon
 the hybrid forward alone (called without the guards): host time to enqueue a few calls (fewer launches than CUDA's
 queue holds, so the GPU never throttles it) and device time of calls queued back to back.
 
-Usage (GPU): `PYTHONPATH=$PWD python benchmarks/host_overhead.py REPORT.json [REPORT.json ...]`
+Usage (GPU): `PYTHONPATH=$PWD python benchmarks/host_overhead.py REPORT.json [REPORT.json ...]`; with `--device cpu`
+(no GPU: kernels would run under Triton's interpreter) only the guards are timed, on CPU tensors.
 """
 
 from __future__ import annotations
@@ -42,17 +43,30 @@ def load_written_module(report_path: Path, replace_forward: str | None = None):
     return module
 
 
-def host_us(call) -> float:
+def host_us(call, synchronize=torch.cuda.synchronize) -> float:
     """Median host microseconds per call to enqueue ENQUEUED_CALLS calls on an idle GPU."""
     samples = []
     for _ in range(REPEATS):
-        torch.cuda.synchronize()
+        synchronize()
         started = time.perf_counter()
         for _ in range(ENQUEUED_CALLS):
             call()
         samples.append((time.perf_counter() - started) / ENQUEUED_CALLS * 1e6)
-        torch.cuda.synchronize()
+        synchronize()
     return statistics.median(samples)
+
+
+def measure_guards_on_cpu(report_path: Path) -> dict:
+    """The guards alone on CPU tensors (the dispatch runs the kernels' stand-in there under TRITON_INTERPRET=1)."""
+    guards_only = load_written_module(report_path, replace_forward="lambda self, *arguments: None")
+    init = guards_only.get_init_inputs() if hasattr(guards_only, "get_init_inputs") else []
+    model = guards_only.Model(*init).eval()
+    inputs = guards_only.get_inputs()
+    with torch.no_grad():
+        for _ in range(5):
+            model(*inputs)
+        return {"report": str(report_path), "rows": {"guards alone": {
+            "host_us": host_us(lambda: model(*inputs), synchronize=lambda: None), "device_ms": None}}}
 
 
 def device_ms(call) -> float:
@@ -102,18 +116,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("reports", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, help="write the measurements as JSON")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cpu: time the guards alone (set TRITON_INTERPRET=1)")
     arguments = parser.parse_args()
     results = []
     for report_path in arguments.reports:
-        result = measure(report_path)
+        result = measure(report_path) if arguments.device == "cuda" else measure_guards_on_cpu(report_path)
         results.append(result)
-        print(f"\n### {report_path.stem} ({result['launch_sites']} Triton launch sites in the source)\n")
+        print(f"\n### {report_path.stem} ({result.get('launch_sites', '-')} Triton launch sites in the source)\n")
         print("| call | host us per call | device ms per call |\n|---|---|---|")
         for name, row in result["rows"].items():
             device = "-" if row["device_ms"] is None else f"{row['device_ms']:.4f}"
             print(f"| {name} | {row['host_us']:.1f} | {device} |")
     if arguments.out:
-        arguments.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+        gpu = torch.cuda.get_device_name() if arguments.device == "cuda" else None
+        arguments.out.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__,
                                              "results": results}, indent=1))
 
 
