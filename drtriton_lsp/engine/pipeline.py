@@ -36,6 +36,7 @@ from drtriton_lsp.engine.report import (
 from drtriton_lsp.engine.search import (
     SearchBudget,
     SearchCache,
+    WholeProgram,
     WorkerMeasurer,
     default_cache_directory,
     search_schedule,
@@ -450,14 +451,18 @@ class _Trial:
     verified_at: float  # time.monotonic() when the verdict was known (timing comes after)
 
 
+def written_back_candidate(task: Task, program, guards: list[dict[str, Any]]) -> str:
+    """The task with its target written back as the user's file will be: what is verified and timed is the written
+    dispatch, guards included."""
+    target = "Model" if task.kind == "module" else task.name
+    return verification_candidate(task.source, target, program, candidate_header(task, program), guards)
+
+
 def _verify_and_time(
     task, graph, program, guards, device, device_info, options: OptimizeOptions, session: WorkerSession,
     clock: StageClock, stage_prefix: str = "",
 ) -> _Trial:
-    # the candidate is the task with its target written back as the user's file will be: what is verified
-    # and timed is the written dispatch, guards included
-    target = "Model" if task.kind == "module" else task.name
-    candidate = verification_candidate(task.source, target, program, candidate_header(task, program), guards)
+    candidate = written_back_candidate(task, program, guards)
     benchmark_follows = device != "cpu" and options.benchmark  # when the candidate is verified
     session.step(f"verifying on {device_info['kind']}")
     with clock.stage(f"{stage_prefix}verify"):
@@ -509,10 +514,17 @@ def _search(
     result = cache.load(key)
     if result is None:
         measurer = WorkerMeasurer(session, device=device, trials=options.trials, parallel=options.search_parallel)
+
+        def candidate_of(schedule: str) -> str:
+            compiled = compile_graph(
+                graph, prefix=snake_case(target_name), forward_params=forward_params, has_self=True, schedule=schedule
+            )
+            return written_back_candidate(task, compiled, guards)
+
         with clock.stage("search"):
             result = search_schedule(
                 graph, parse_schedule(program.schedule), name=snake_case(target_name), measure=measurer,
-                budget=budget, progress=session.step, cancel=session.cancel,
+                budget=budget, progress=session.step, cancel=session.cancel, whole=WholeProgram(task, candidate_of),
             )
         cache.store(key, result)
     else:

@@ -88,6 +88,16 @@ class Alternative:
     ms: float | None = None
 
 
+@dataclass(frozen=True)
+class WholeProgram:
+    """The target itself, for the layout step: its task, and the written-back candidate of a schedule (the dispatch
+    and its guards included), so both layouts are measured as the user's file will run them (a fragment task takes
+    the weights as inputs and has no guards: on host-bound blocks its times were half the written-back module's)."""
+
+    task: Task
+    candidate: Callable[[str], str]
+
+
 @dataclass
 class FragmentResult:
     """The measured alternatives of one search step of the default schedule (a kernel line, or a kept
@@ -195,13 +205,15 @@ def search_schedule(
     budget: SearchBudget,
     progress: Callable[[str], None] = lambda _message: None,
     cancel: threading.Event | None = None,
+    whole: WholeProgram | None = None,
 ) -> SearchResult:
     """Measure the alternatives of every kernel line of `base` and assemble the fastest verified ones.
 
     First the whole graph with its kept convolutions channels-last against `base` (the layout step); then the
     lines in order, but for those of a convolution the layout step made channels-last. When the budget runs out or
     `cancel` is set, the line being measured is stopped and the lines not yet searched keep their default, so the
-    result is always a complete, decodable schedule.
+    result is always a complete, decodable schedule. whole: the target's own task for the layout step (else the
+    graph as a fragment task).
     """
     started = time.monotonic()
     result = SearchResult(schedule=print_schedule(base))
@@ -209,7 +221,7 @@ def search_schedule(
     with Deadline(budget.seconds, cancel) as deadline:
         base, result.stopped = _layout_step(
             graph, base, name=name, measure=measure, budget=budget, progress=progress, cancel=cancel,
-            deadline=deadline, result=result,
+            deadline=deadline, result=result, whole=whole,
         )
         if not result.stopped:
             result.stopped = _search_steps(
@@ -229,15 +241,10 @@ class _Stopped(Exception):
         self.reason = reason
 
 
-def _measure_options(
-    fragment: OpGraph, options: list[tuple[str, tuple[KernelLine | KeepLine, ...]]], *, task: Task, description: str,
-    measure: FragmentMeasurer, budget: SearchBudget, cancel: threading.Event | None, deadline: Deadline,
-    progress: Callable[[str], None], what: str,
-) -> tuple[float | None, list[Alternative]]:
-    """Compile, verify and time each option of `fragment` in `task`; (PyTorch's ms, the options as alternatives).
-
-    Raises _Stopped when the budget runs out or the search is cancelled, DrtritonError when the task cannot run.
-    """
+def _fragment_sources(
+    fragment: OpGraph, options: list[tuple[str, tuple[KernelLine | KeepLine, ...]]], task: Task, description: str
+) -> list[str]:
+    """Each option compiled for the fragment and built into a candidate of its task."""
     forward_params = [graph_input.target for graph_input in fragment.inputs]
     sources = []
     for label, lines in options:
@@ -245,9 +252,22 @@ def _measure_options(
             fragment, prefix=task.name, forward_params=forward_params, has_self=True, schedule=print_schedule(Schedule(lines))
         )
         sources.append(build_candidate(task.source, program, f"Search candidate '{label}' for {description}."))
+    return sources
+
+
+def _measure_options(
+    graph: OpGraph, options: list[tuple[str, tuple[KernelLine | KeepLine, ...]]], sources: list[str], *, task: Task,
+    measure: FragmentMeasurer, budget: SearchBudget, cancel: threading.Event | None, deadline: Deadline,
+    progress: Callable[[str], None], what: str,
+) -> tuple[float | None, list[Alternative]]:
+    """Verify and time each option's candidate source in `task` (over `graph`); (PyTorch's ms, the options as
+    alternatives).
+
+    Raises _Stopped when the budget runs out or the search is cancelled, DrtritonError when the task cannot run.
+    """
     progress(f"{what}: measuring {len(options)} candidates")
     try:
-        pytorch_ms, outcomes = measure(task, fragment, sources, deadline.stop)
+        pytorch_ms, outcomes = measure(task, graph, sources, deadline.stop)
     except Cancelled:
         if (cancel is not None and cancel.is_set()) or not deadline.expired():
             raise _Stopped("cancelled") from None
@@ -263,6 +283,7 @@ def _measure_options(
 def _layout_step(
     graph: OpGraph, schedule: Schedule, *, name: str, measure: FragmentMeasurer, budget: SearchBudget,
     progress: Callable[[str], None], cancel: threading.Event | None, deadline: Deadline, result: SearchResult,
+    whole: WholeProgram | None,
 ) -> tuple[Schedule, str]:
     """`schedule` against the same with its kept convolutions channels-last, both measured on the whole graph (the
     layout pays where kernels and later convolutions read it, which no one fragment shows); the faster verified one,
@@ -274,17 +295,22 @@ def _layout_step(
         return schedule, "budget"
     if budget.candidates - result.candidates < 2:
         return schedule, ""  # too few candidates for both layouts: the kernel lines take what there is
+    options = [("default", schedule.steps), ("channels_last", relaid.steps)]
     try:
-        whole = fragment_graph(graph, schedulable_ops(graph))
+        if whole is not None:
+            task, measured_graph = whole.task, graph
+            sources = [whole.candidate(print_schedule(Schedule(lines))) for _, lines in options]
+        else:
+            measured_graph = fragment_graph(graph, schedulable_ops(graph))
+            description = f"{name}, every op, its convolutions in either memory layout"
+            task = Task(name=f"{name}_layouts", kind="module", source=fragment_task_source(measured_graph, description))
+            sources = _fragment_sources(measured_graph, options, task, description)
     except UnsearchableFragment as why:
         progress(f"layouts: not searched, {why.message}")
         return schedule, ""
-    description = f"{name}, every op, its convolutions in either memory layout"
-    task = Task(name=f"{name}_layouts", kind="module", source=fragment_task_source(whole, description))
-    options = [("default", schedule.steps), ("channels_last", relaid.steps)]
     try:
         pytorch_ms, alternatives = _measure_options(
-            whole, options, task=task, description=description, measure=measure, budget=budget, cancel=cancel,
+            measured_graph, options, sources, task=task, measure=measure, budget=budget, cancel=cancel,
             deadline=deadline, progress=progress, what="layouts",
         )  # fmt: skip
     except _Stopped as stopped:
@@ -332,8 +358,8 @@ def _search_steps(
         what = f"fragment {number}/{len(steps)} ({','.join(step.nodes)})"
         try:
             pytorch_ms, alternatives = _measure_options(
-                fragment, options, task=task, description=description, measure=measure, budget=budget, cancel=cancel,
-                deadline=deadline, progress=progress, what=what,
+                fragment, options, _fragment_sources(fragment, options, task, description), task=task,
+                measure=measure, budget=budget, cancel=cancel, deadline=deadline, progress=progress, what=what,
             )  # fmt: skip
         except _Stopped as stopped:
             return stopped.reason

@@ -16,7 +16,8 @@ from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.fragments import channels_last_schedule
 from drtriton_lsp.compiler.planner import default_schedule
 from drtriton_lsp.compiler.script import KeepLine, parse_schedule, print_schedule
-from drtriton_lsp.engine.search import SearchBudget, search_schedule
+from drtriton_lsp.engine.search import SearchBudget, WholeProgram, search_schedule
+from drtriton_lsp.task import Task
 from schedule_helpers import capture, compile_with
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
@@ -174,3 +175,23 @@ def test_too_small_a_budget_for_both_layouts_leaves_it_to_the_kernel_lines(block
                              measure=layout_measurer(0.5), budget=SearchBudget(candidates=1))
     assert result.stopped == "budget" and "layout=" not in result.schedule
     assert [fragment.ops for fragment in result.fragments] == [["conv2d"]]  # the first kernel step, not the layouts
+
+
+def test_given_the_target_the_layout_step_measures_its_written_back_module(block_graph):
+    """The user's module, guards included, not a fragment task with its weights as inputs."""
+    target = Task(name="block", kind="module", source="# the user's file\n")
+    asked: list[tuple[str, list[str]]] = []
+
+    def measure(task, graph, candidates, stop):
+        asked.append((task.name, candidates))
+        relaid = ["layout=channels_last" in source for source in candidates]
+        return 2.0, [(True, "", 0.5 if channels_last else 1.0) for channels_last in relaid]
+
+    written = WholeProgram(target, lambda schedule: f"# written back\n# {schedule.replace(chr(10), ' | ')}\n")
+    result = search_schedule(block_graph, default_schedule(block_graph), name="block", measure=measure,
+                             budget=SearchBudget(), whole=written)
+    task_name, sources = asked[0]
+    assert task_name == "block" and all(source.startswith("# written back") for source in sources)
+    assert "keep conv2d layout=channels_last" in sources[1] and "layout=" not in sources[0]
+    assert result.fragments[0].chosen == "channels_last" and "keep conv2d layout=channels_last" in result.schedule
+    assert all(name != "block" for name, _ in asked[1:])  # the kernel lines' steps still measure fragments
