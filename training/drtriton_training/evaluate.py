@@ -313,17 +313,23 @@ def _best_timing(capture, modules: list[str], options: EvalOptions, runner) -> d
     return best
 
 
-def fastest_module(capture, modules: list[str], limits: JobLimits, runner) -> str | None:
-    """The module of `modules` with the shortest median device time by the product's `time_candidates` worker (the
-    same inputs for all, the L2 flushed before each call), or None when the worker failed."""
+def time_modules(capture, modules: list[str], limits: JobLimits, runner) -> dict[str, Any]:
+    """The product's `time_candidates` worker on the GPU: eager's median device time (`reference_ms`) and each
+    module's (`candidate_ms`), the same inputs for all, the L2 flushed before each call, no torch.compile; or
+    {"error": why} when the worker failed."""
     try:
-        measured = runner.call(
+        return runner.call(
             "time_candidates", {"task": capture.task.to_json(), "candidates": modules},
             limits=limits, env=worker_environment("cuda"),
         )
-    except JobFailure:
-        return None
-    times = measured.get("candidate_ms") or []
+    except JobFailure as failure:
+        return {"error": f"{failure.reason}: {failure.detail}"[:300]}
+
+
+def fastest_module(capture, modules: list[str], limits: JobLimits, runner) -> str | None:
+    """The module of `modules` with the shortest median device time (`time_modules`), or None when the worker
+    failed."""
+    times = time_modules(capture, modules, limits, runner).get("candidate_ms") or []
     if len(times) != len(modules) or not all(isinstance(ms, (int, float)) and ms > 0 for ms in times):
         return None
     return modules[min(range(len(modules)), key=times.__getitem__)]

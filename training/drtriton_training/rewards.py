@@ -25,11 +25,9 @@ from typing import Any, Callable
 
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.verify import worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
 from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
-from drtriton_lsp.runners.runner import JobFailure
 from drtriton_lsp.task import Task
 
 VERIFIED_REWARD = 1.0
@@ -154,14 +152,11 @@ def judge_job(program: RlProgram, completion: str, kind: str, device: str, trial
 
 
 def time_group_job(program: RlProgram, modules: list[str]) -> dict[str, Any]:
-    """Pool job: eager PyTorch and each verified module of one program timed in one worker (the product's
-    `time_candidates`: the same inputs for all, L2 flushed, no torch.compile), or why it could not be."""
-    capture = _capture_of(program)
-    try:
-        return _runner.call("time_candidates", {"task": capture.task.to_json(), "candidates": modules},
-                            limits=BENCHMARK_LIMITS, env=worker_environment("cuda"))
-    except JobFailure as failure:
-        return {"error": f"{failure.reason}: {failure.detail}"[:300]}
+    """Pool job: eager PyTorch and each verified module of one program timed in one worker (`time_modules`: the
+    product's `time_candidates`), or why it could not be."""
+    from drtriton_training.evaluate import time_modules
+
+    return time_modules(_capture_of(program), modules, BENCHMARK_LIMITS, _runner)
 
 
 def with_speeds(verdicts: list[RolloutVerdict], hashes: list[str],
