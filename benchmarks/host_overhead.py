@@ -2,8 +2,9 @@
 
 Takes the report of a `drtriton optimize --json` run (its kernel.source is the written-back module) and times, per call,
 eager PyTorch, the written-back Model (guards + hybrid forward), the guards alone (the hybrid swapped for a no-op) and
-the hybrid forward alone (called without the guards): host time to enqueue a few calls (fewer launches than CUDA's
-queue holds, so the GPU never throttles it) and device time of calls queued back to back.
+the hybrid forward alone (called without the guards), and that forward replayed as a CUDA graph (an experiment): host
+time to enqueue a few calls (fewer launches than CUDA's queue holds, so the GPU never throttles it) and device time of
+calls queued back to back.
 
 Usage (GPU): `PYTHONPATH=$PWD python benchmarks/host_overhead.py REPORT.json [REPORT.json ...]`; with `--device cpu`
 (no GPU: kernels would run under Triton's interpreter) only the guards are timed, on CPU tensors.
@@ -84,6 +85,32 @@ def device_ms(call) -> float:
     return statistics.median(samples)
 
 
+def graphed(forward, model, inputs: list):
+    """`forward(model, *inputs)` replayed as one CUDA graph (an experiment for the host-side lever, not the product):
+    inputs copied into the graph's own buffers, outputs copied out, so a returned tensor is never overwritten."""
+    static_inputs = [value.clone() if isinstance(value, torch.Tensor) else value for value in inputs]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            forward(model, *static_inputs)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_outputs = forward(model, *static_inputs)
+
+    def replay():
+        for static, value in zip(static_inputs, inputs):
+            if isinstance(static, torch.Tensor):
+                static.copy_(value)
+        graph.replay()
+        if isinstance(static_outputs, torch.Tensor):
+            return static_outputs.clone()
+        return tuple(output.clone() for output in static_outputs)
+
+    return replay
+
+
 def measure(report_path: Path) -> dict:
     written = load_written_module(report_path)
     guards_only = load_written_module(report_path, replace_forward="lambda self, *arguments: None")
@@ -102,6 +129,10 @@ def measure(report_path: Path) -> dict:
     }
     rows = {}
     with torch.no_grad():
+        try:
+            calls["hybrid forward in a CUDA graph (inputs copied in, outputs copied out)"] = graphed(hybrid, model, inputs)
+        except Exception as failure:  # a forward that cannot be captured is reported, not fatal
+            rows["hybrid forward in a CUDA graph"] = {"error": f"{type(failure).__name__}: {failure}"[:200]}
         for call in calls.values():
             for _ in range(5):
                 call()
@@ -126,6 +157,9 @@ def main() -> None:
         print(f"\n### {report_path.stem} ({result.get('launch_sites', '-')} Triton launch sites in the source)\n")
         print("| call | host us per call | device ms per call |\n|---|---|---|")
         for name, row in result["rows"].items():
+            if "error" in row:
+                print(f"| {name} | {row['error']} | |")
+                continue
             device = "-" if row["device_ms"] is None else f"{row['device_ms']:.4f}"
             print(f"| {name} | {row['host_us']:.1f} | {device} |")
     if arguments.out:
