@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml training/pyproject.toml constraints/ci.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -c constraints/ci.txt -e ".[test,docs]"
+	$(BIN)/python -m pip install --quiet -c constraints/ci.txt -e ".[test,docs,cluster]"
 	$(BIN)/python -m pip install --quiet -c constraints/ci.txt -e "training[test]"
 	touch $(STAMP)
 
