@@ -28,22 +28,59 @@ class ScriptConstraint:
 
     templates[i]: the templates whose kernel may hold `ops[i]` (empty: only `keep`); anchors[i]: the template that
     `ops[i]` anchors ("" for an elementwise op). A kernel of an anchored template holds exactly one op it anchors, a
-    row kernel at least one reduction. Empty tuples: no template rule (any op in any kernel)."""
+    row kernel at least one reduction. Empty tuples: no template rule (any op in any kernel).
+
+    `shapes` (None: no shape rule) says which ops one kernel may hold together, as the planner checks a kernel line:
+    a pointwise kernel's ops share one output shape, an anchored kernel's prologue and epilogue fit its anchor."""
 
     line: str
     ops: tuple[str, ...]
     reads: tuple[tuple[str, ...], ...] = ()
     templates: tuple[tuple[str, ...], ...] = ()
     anchors: tuple[str, ...] = ()
+    shapes: "KernelShapes | None" = None
 
     def to_json(self) -> dict[str, Any]:
         return {"line": self.line, "ops": list(self.ops), "reads": [list(read) for read in self.reads],
-                "templates": [list(names) for names in self.templates], "anchors": list(self.anchors)}
+                "templates": [list(names) for names in self.templates], "anchors": list(self.anchors),
+                "shapes": self.shapes.to_json() if self.shapes is not None else None}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ScriptConstraint":
+        shapes = data.get("shapes")
         return cls(data["line"], tuple(data["ops"]), tuple(tuple(read) for read in data.get("reads", [])),
-                   tuple(tuple(names) for names in data.get("templates", [])), tuple(data.get("anchors", [])))
+                   tuple(tuple(names) for names in data.get("templates", [])), tuple(data.get("anchors", [])),
+                   KernelShapes.from_json(shapes) if shapes is not None else None)
+
+
+@dataclass(frozen=True)
+class KernelShapes:
+    """Per op of a `ScriptConstraint` (same order), what the planner needs to decide which ops share a kernel.
+
+    domains[i]: the shape an elementwise `ops[i]` computes (as text; "" for any other op); view_reads[i]: the ops it reads through a view or shape
+    arithmetic (those run before the kernel, so the value they read cannot come from the same kernel); readers[i]:
+    every node that reads it (views included). For an op a template anchors: primary_inputs[i], the value its
+    prologue may compute ("" for none), input_domains[i], that value's shape, and output_domains[i], the shape its
+    epilogue runs over ("" for no epilogue); "" for every other op. row_shapes[i]: for a reduction a row kernel
+    can fold, the shapes a row kernel built on it computes (its rows, and one value per row with and without the
+    reduced dims); empty for every other op."""
+
+    domains: tuple[str, ...]
+    view_reads: tuple[tuple[str, ...], ...]
+    readers: tuple[tuple[str, ...], ...]
+    primary_inputs: tuple[str, ...]
+    input_domains: tuple[str, ...]
+    output_domains: tuple[str, ...]
+    row_shapes: tuple[tuple[str, ...], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: [list(value) if isinstance(value, tuple) else value for value in getattr(self, name)]
+                for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "KernelShapes":
+        return cls(**{name: tuple(tuple(value) if isinstance(value, list) else value for value in data[name])
+                      for name in cls.__dataclass_fields__})
 
 
 def script_constraint(graph: OpGraph) -> ScriptConstraint:
@@ -64,18 +101,66 @@ def script_constraint(graph: OpGraph) -> ScriptConstraint:
                 found |= read_ops(ref, seen)
         return found
 
+    def view_read_ops(name: str) -> set[str]:
+        found: set[str] = set()
+        for ref in nodes[name].input_refs():
+            if ref in nodes and ref not in ops:
+                found |= read_ops(ref, {ref})
+        return found
+
     reads = tuple(tuple(sorted(read_ops(op, set()), key=ops.index)) for op in ops)
+    view_reads = tuple(tuple(sorted(view_read_ops(op), key=ops.index)) for op in ops)
     templates, anchors = kernel_templates(graph, ops)
-    return ScriptConstraint(script_line_pattern(ops, templates), ops, reads, templates, anchors)
+    return ScriptConstraint(
+        script_line_pattern(ops, templates), ops, reads, templates, anchors, kernel_shapes(graph, ops, view_reads)
+    )
+
+
+def kernel_shapes(graph: OpGraph, ops: Sequence[str], view_reads: tuple[tuple[str, ...], ...]) -> KernelShapes:
+    """The `KernelShapes` of `ops`, from the planner's roles: a pointwise op's domain, an anchored op's prologue
+    input and input and output domains, a reduction's row shapes."""
+    from drtriton_lsp.compiler.partition import Anchored, Pointwise
+    from drtriton_lsp.compiler.planner import classify, live_readers
+    from drtriton_lsp.compiler.templates.fold import reduced_shape
+    from drtriton_lsp.compiler.templates.row import RowGroupError, row_group
+
+    roles = classify(graph)
+    readers = live_readers(graph, roles)
+    domains, primary_inputs, input_domains, output_domains, row_shapes = [], [], [], [], []
+    for op in ops:
+        role = roles.roles.get(op)
+        domains.append(_shape_text(role.domain) if isinstance(role, Pointwise) else "")
+        anchored = isinstance(role, Anchored)
+        primary_inputs.append(role.primary_input or "" if anchored else "")
+        input_domains.append(_shape_text(role.input_domain) if anchored else "")
+        output_domains.append(_shape_text(role.output_domain) if anchored and role.output_domain is not None else "")
+        try:
+            group = row_group(graph, (op,)) if anchored and role.template == REDUCE_TEMPLATE else None
+        except RowGroupError:
+            group = None
+        row_shapes.append(() if group is None else tuple(_shape_text(shape) for shape in (
+            group.domain, reduced_shape(group.domain, group.column_dims, True),
+            reduced_shape(group.domain, group.column_dims, False))))
+    return KernelShapes(
+        tuple(domains), view_reads, tuple(tuple(readers.get(op, ())) for op in ops),
+        tuple(primary_inputs), tuple(input_domains), tuple(output_domains), tuple(row_shapes),
+    )
+
+
+def _shape_text(shape: Iterable[Any]) -> str:
+    """A shape as text that two equal shapes share (symbolic sizes included), never empty."""
+    return "[" + ", ".join(str(size) for size in shape) + "]"
 
 
 def kernel_templates(graph: OpGraph, ops: Sequence[str]) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
     """Per op, the templates whose kernel may hold it and the template it anchors, as the compiler's planner decides:
     an elementwise op goes in any kernel; an anchored op in its own template's kernel (a reduction also in a row
-    kernel, or folded at the end of a template that reduces its output); an op no template computes is kept."""
+    kernel where it folds a row's trailing dims, or folded at the end of a template that reduces its output); an op
+    no template computes is kept."""
     from drtriton_lsp.compiler.partition import Anchored, Pointwise
     from drtriton_lsp.compiler.planner import classify
     from drtriton_lsp.compiler.templates import TEMPLATES
+    from drtriton_lsp.compiler.templates.row import RowGroupError, row_group
 
     roles = classify(graph).roles
     folding = [name for name, template in TEMPLATES.items() if template.reduces_output]
@@ -86,13 +171,28 @@ def kernel_templates(graph: OpGraph, ops: Sequence[str]) -> tuple[tuple[tuple[st
             templates.append(tuple(TEMPLATES))
             anchors.append("")
         elif isinstance(role, Anchored):
-            extra = [ROW_TEMPLATE, *folding] if role.template == REDUCE_TEMPLATE else []
+            extra = [name for name in folding if not _fold_problem(graph, name, op)] if role.template == REDUCE_TEMPLATE else []
+            try:
+                if role.template == REDUCE_TEMPLATE and row_group(graph, (op,)):
+                    extra.append(ROW_TEMPLATE)
+            except RowGroupError:
+                pass  # no row kernel folds it (not the trailing dims, or it returns indices)
             templates.append(tuple(name for name in TEMPLATES if name == role.template or name in extra))
             anchors.append(role.template)
         else:
             templates.append(())
             anchors.append("")
     return tuple(templates), tuple(anchors)
+
+
+def _fold_problem(graph: OpGraph, template_name: str, reduction: str) -> str:
+    """Why a kernel of `template_name` (one that reduces its output) cannot fold `reduction` whatever its tile ("" if
+    it can): the template's own check, on a kernel of the reduction alone."""
+    from drtriton_lsp.compiler.templates import TEMPLATES
+    from drtriton_lsp.compiler.templates.base import KernelPlan
+
+    plan = KernelPlan(template_name, "", "", (reduction,), (), None, (), (), (), (), (), {}, reduction)
+    return TEMPLATES[template_name].reduction_problem(plan, graph)
 
 
 def script_line_pattern(ops: Sequence[str], templates: Sequence[Sequence[str]] = ()) -> str:
@@ -143,6 +243,17 @@ class ScriptGrammar:
         self._templates = dict(zip(constraint.ops, (frozenset(names) for names in constraint.templates)))
         self._anchors = dict(zip(constraint.ops, constraint.anchors))
         self._template_names = sorted({name for names in constraint.templates for name in names})
+        self._shapes = constraint.shapes
+        self._ancestor_sets: dict[str, frozenset[str]] = {}
+        if constraint.shapes is not None:
+            shapes = constraint.shapes
+            self._domain = dict(zip(constraint.ops, shapes.domains))
+            self._view_reads = dict(zip(constraint.ops, (frozenset(read) for read in shapes.view_reads)))
+            self._readers = dict(zip(constraint.ops, shapes.readers))
+            self._primary_input = dict(zip(constraint.ops, shapes.primary_inputs))
+            self._input_domain = dict(zip(constraint.ops, shapes.input_domains))
+            self._output_domain = dict(zip(constraint.ops, shapes.output_domains))
+            self._row_shapes = dict(zip(constraint.ops, shapes.row_shapes))
         self._last: tuple[str, frozenset[str], str] = ("", frozenset(), "")
 
     def allows(self, text: str, piece: str) -> bool:
@@ -201,32 +312,117 @@ class ScriptGrammar:
             return False
         centre = _centre(template)
         if centre is None:
-            return True
+            return self._shapes_fit(template, ops, closed)
         centres = sum(self._anchors[op] == centre for op in ops)
         folded = sum(self._anchors[op] == REDUCE_TEMPLATE for op in ops) if centre != REDUCE_TEMPLATE else 0
         if template != ROW_TEMPLATE and (centres > 1 or folded > 1):
             return False
-        if centres:
+        if not centres:
+            return not closed and self._kernel_can_hold(template, placed, ops)
+        return self._shapes_fit(template, ops, closed)
+
+    def _shapes_fit(self, template: str, ops: list[str], closed: bool, anchor: str | None = None) -> bool:
+        """Whether one kernel of `template` may hold `ops` together as the planner sees a kernel line (its op list
+        `closed`, or still growing: then only what later ops cannot mend counts; `anchor`: an op still to come that
+        the kernel is to be built around, all of `ops` coming before it): no op reads another of the kernel through
+        a view; a pointwise kernel's ops share one shape; an anchored kernel's ops that its anchor reads are its
+        prologue, which its template must take, all in the shape of the anchor's primary input (which is among them)
+        and read by nothing outside the kernel; the others are its epilogue, in the anchor's output shape, but for
+        a reduction folded at the end (in the shape it reduces to, and reading no unreduced value).
+
+        An op of the kernel that the anchor reads through other ops is in its prologue whatever else the kernel
+        holds: the ops between read a value of this kernel, so they can only be in it too."""
+        if self._shapes is None:
             return True
-        return not closed and self._kernel_can_hold(template, placed, ops)
+        members = set(ops)
+        if any(self._view_reads[op] & members for op in ops):
+            return False
+        if template == POINTWISE_TEMPLATE:
+            return len({self._domain[op] for op in ops}) <= 1
+        centre = _centre(template)
+        if template == ROW_TEMPLATE:
+            reductions = [op for op in ops if self._anchors[op] == REDUCE_TEMPLATE]
+            shapes = self._row_shapes[anchor if anchor is not None else reductions[0]]
+            return all(self._row_shapes[op] == shapes for op in reductions) and all(
+                self._domain[op] in shapes for op in ops if self._anchors[op] == "")
+        if anchor is None:
+            anchor = next(op for op in ops if self._anchors[op] == centre)
+        elif self._view_reads[anchor] & members:
+            return False
+        reduction = next((op for op in ops if self._anchors[op] == REDUCE_TEMPLATE and op != anchor), None)
+        if reduction is not None and self._position[reduction] < self._position[anchor]:
+            return False
+        ancestors = self._ancestors(anchor)
+        reduced = {reduction} if reduction is not None else set()
+        for op in ops:
+            if self._reads[op] & reduced:
+                reduced.add(op)
+        prologue = [op for op in ops if op in ancestors]
+        epilogue = [op for op in ops if op != anchor and op not in ancestors and op not in reduced]
+        last = max(self._position[op] for op in ops)
+        primary = self._primary_input[anchor]
+        primary_to_come = primary in self._position and last < self._position[primary] < self._position[anchor]
+        if prologue and primary not in prologue and not primary_to_come:
+            return False
+        for op in prologue:
+            if self._domain[op] != self._input_domain[anchor] or (anchor in self._readers[op] and op != primary):
+                return False
+            outside = [reader for reader in self._readers[op] if reader not in members and reader != anchor]
+            if outside and (closed or not all(self._may_join_epilogue(reader, anchor, template, last) for reader in outside)):
+                return False
+        output = self._output_domain[anchor]
+        if any(self._domain[op] != output or not output for op in epilogue):
+            return False
+        if reduction is None:
+            return True
+        tile = {anchor, *epilogue}
+        return (
+            self._primary_input[reduction] in tile and self._input_domain[reduction] == output
+            and all(self._domain[op] == self._output_domain[reduction] and not self._reads[op] & tile
+                    for op in reduced - {reduction})
+        )
+
+    def _may_join_epilogue(self, op: str, anchor: str, template: str, last: int) -> bool:
+        """Whether `op` (not a view) may still be listed in the epilogue of a kernel built around `anchor` whose
+        listed ops end at position `last`."""
+        return (
+            op in self._position and self._position[op] > last and self._anchors[op] == ""
+            and template in self._templates[op] and self._domain[op] == self._output_domain[anchor] != ""
+        )
+
+    def _ancestors(self, op: str) -> frozenset[str]:
+        """The ops `op` reads, directly or through other ops (remembered: asked for at many tokens)."""
+        if op not in self._ancestor_sets:
+            found: set[str] = set()
+            for read in self._reads[op]:
+                found |= {read, *self._ancestors(read)}
+            self._ancestor_sets[op] = frozenset(found)
+        return self._ancestor_sets[op]
 
     def _kernel_can_hold(self, template: str, placed: set[str], ops: list[str]) -> bool:
         """Whether a kernel of `template` that holds `ops` so far can still hold what it needs: its centre op (for a
-        pointwise kernel, any op), reached through elementwise ops that can each come next."""
+        pointwise kernel, any op), with every op it reads that no earlier step placed (those can only come in this
+        kernel, before it), each an elementwise op the template holds, all fitting by shape."""
         centre = _centre(template)
         if centre is not None and any(self._anchors[op] == centre for op in ops):
             return True
         if centre is None and ops:
             return True
-        available = set(placed) | set(ops)
         last = max((self._position[op] for op in ops), default=-1)
         for op in self._order[last + 1:]:
-            if op in available or template not in self._templates[op] or not self._reads[op] <= available:
+            if op in placed or template not in self._templates[op] or (centre is not None and self._anchors[op] != centre):
                 continue
-            if centre is None or self._anchors[op] == centre:
+            needed = self._ancestors(op) - placed - set(ops)
+            if any(self._position[read] <= last or self._anchors[read] != "" or template not in self._templates[read]
+                   for read in needed):
+                continue
+            before = sorted({*ops, *needed}, key=self._position.__getitem__)
+            if self._shapes is not None and any(not self._view_reads[read] <= placed for read in (*needed, op)):
+                continue
+            if centre is None and self._shapes_fit(template, [*before, op], False):
                 return True
-            if self._anchors[op] == "":
-                available.add(op)
+            if centre is not None and (not before or self._shapes_fit(template, before, False, anchor=op)):
+                return True
         return False
 
     @staticmethod
