@@ -178,6 +178,12 @@ def _add_rl(commands) -> None:
     rl.add_argument("--advance-threshold", type=float, help="validation pass@1 that advances a level (default 0.5)")
     rl.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                     help="override a recipe field, e.g. --set eval_every_steps=5 (repeatable)")
+    rl.add_argument("--reward-gpus", metavar="IDS",
+                    help="GPUs of this host the reward processes spread over, e.g. 4,5,6,7 (a lock file per GPU; "
+                    "default: the training process's own GPU)")
+    rl.add_argument("--cluster", metavar="ADDRESS",
+                    help="judge rollouts as tasks of a Ray cluster: ray://HEAD:PORT (Ray Client), HEAD:PORT or auto "
+                    "(this machine is a node), or local (a Ray of this machine's own); needs the cluster extra")
 
 
 def _rl(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -190,15 +196,16 @@ def _rl(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     overrides += [f"max_steps={args.steps}"] if args.steps is not None else []
     overrides += [f"model={args.model}"] if args.model else []
     overrides += [f"advance_threshold={args.advance_threshold}"] if args.advance_threshold is not None else []
+    overrides += [f"reward_gpus={args.reward_gpus}"] if args.reward_gpus else []
     try:
         chosen = recipe(args.config, overrides)
     except ValueError as error:
         parser.error(str(error))
-    if args.capture_only:
-        print(capture_programs(chosen, args.out, _log))
-        return 0
     try:
-        manifest = rl(chosen, args.out, objective=args.objective, resume=args.resume, log=_log)
+        if args.capture_only:
+            print(capture_programs(chosen, args.out, args.cluster, _log))
+            return 0
+        manifest = rl(chosen, args.out, objective=args.objective, resume=args.resume, cluster=args.cluster, log=_log)
     except DrtritonError as error:
         print(f"drtriton-train rl: {error.message}\n  {error.hint}", file=sys.stderr)
         return 1

@@ -1,6 +1,6 @@
 """The decoupled reward of `drtriton-train rl`: every rollout judged by the product's verifier (and, on a GPU, timed
-against eager PyTorch with the same program's other verified rollouts in one worker) in a pool of worker processes,
-with correctness and speed kept as two separate signals.
+against eager PyTorch with the same program's other verified rollouts in one worker) in a pool of worker processes
+spread over this host's GPUs (or, `reward_cluster.py`, on a Ray cluster), with correctness and speed kept apart.
 
 | rollout | correctness | speed r_s |
 | --- | --- | --- |
@@ -12,10 +12,12 @@ with correctness and speed kept as two separate signals.
 
 from __future__ import annotations
 
+import abc
 import json
 import math
 import multiprocessing
-import os
+import tempfile
+import threading
 import time
 from collections import Counter
 from concurrent.futures import Future, ProcessPoolExecutor, wait
@@ -92,14 +94,25 @@ class RolloutVerdict:
 
 # ---- the pool's side: one LocalRunner per pool process; every job it runs is a worker process of its own
 
+# The variable the CUDA runtime reads to pick the GPUs a process sees.
+VISIBLE_GPUS_VARIABLE = "CUDA_VISIBLE_DEVICES"
+
 _runner: LocalRunner | None = None
 
 
-def _start_pool_process(gpu_lock: str | None) -> None:
+def _start_pool_process(worker_env: dict[str, str]) -> None:
+    """A JudgePool process: its worker processes get `worker_env` on top of its own (its GPU and that GPU's lock)."""
     global _runner
-    if gpu_lock:  # verifications share the GPU, a timing runs alone (drtriton_lsp.worker.gpu_lock)
-        os.environ[GPU_LOCK_VARIABLE] = gpu_lock
-    _runner = LocalRunner()
+    _runner = LocalRunner(extra_env=worker_env)
+
+
+def pool_runner() -> LocalRunner:
+    """The runner of this pool process; a process no JudgePool started (a Ray worker) gets a plain one, whose workers
+    see the GPU the task was given (Ray sets CUDA_VISIBLE_DEVICES in the process for each task)."""
+    global _runner
+    if _runner is None:
+        _runner = LocalRunner()
+    return _runner
 
 
 def capture_job(source: str) -> dict[str, Any]:
@@ -107,7 +120,7 @@ def capture_job(source: str) -> dict[str, Any]:
     from drtriton_training.teach import capture_program
 
     try:
-        capture = capture_program(source, _runner, CAPTURE_LIMITS)
+        capture = capture_program(source, pool_runner(), CAPTURE_LIMITS)
     except DrtritonError as error:
         return {"error": error.message[:300]}
     return {"graph": capture.graph.to_json(), "forward_params": list(capture.forward_params)}
@@ -144,7 +157,7 @@ def judge_job(program: RlProgram, completion: str, kind: str, device: str, trial
         if problem == NO_KERNEL:
             return RolloutVerdict("cheating", "no_triton_kernel", problem)
         return RolloutVerdict("unparsed", problem[:300])
-    verdict = verify_module(capture, module, TeachOptions(device=device, trials=trials), _runner)
+    verdict = verify_module(capture, module, TeachOptions(device=device, trials=trials), pool_runner())
     if not verdict.verified:
         outcome = "cheating" if verdict.reason in CHEATING_REASONS else "rejected"
         return RolloutVerdict(outcome, verdict.reason or "rejected", verdict.detail[:300])
@@ -156,7 +169,7 @@ def time_group_job(program: RlProgram, modules: list[str]) -> dict[str, Any]:
     product's `time_candidates`), or why it could not be."""
     from drtriton_training.evaluate import time_modules
 
-    return time_modules(_capture_of(program), modules, BENCHMARK_LIMITS, _runner)
+    return time_modules(_capture_of(program), modules, BENCHMARK_LIMITS, pool_runner())
 
 
 def with_speeds(verdicts: list[RolloutVerdict], hashes: list[str],
@@ -202,29 +215,34 @@ def wait_reporting(futures: list[Future], labels: list[str], log: Callable[[str]
             next_report += every_s
 
 
-class JudgePool:
-    """Processes that capture programs and judge rollouts (the product's verifier and benchmark, each job in a worker
-    process of its own), so nothing a rollout contains ever runs in the trainer's process."""
+class RewardPool(abc.ABC):
+    """Where rollouts are judged, so that nothing a rollout contains ever runs in the trainer's process: `submit` runs
+    a job of this module (`capture_job`, `judge_job`, `time_group_job`) elsewhere and gives its future. JudgePool runs
+    them in processes of this host, RayJudgePool (reward_cluster.py) as tasks of a Ray cluster."""
 
-    def __init__(self, workers: int, device: str, gpu_lock: Path | None = None,
-                 log: Callable[[str], None] = lambda _line: None):
+    def __init__(self, device: str, log: Callable[[str], None]):
         self.device = device
         self.log = log
-        # spawned, not forked: the trainer's process holds torch's threads (and on a GPU, CUDA)
-        self.executor = ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_start_pool_process, initargs=(str(gpu_lock) if gpu_lock and device == "cuda" else None,),
-        )
+
+    @abc.abstractmethod
+    def submit(self, job: Callable[..., Any], *args: Any) -> Future:
+        """Run `job(*args)` in the pool; its future."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop the pool (jobs not started are cancelled)."""
 
     def capture(self, sources: list[str]) -> list[dict[str, Any]]:
-        return list(self.executor.map(capture_job, sources))
+        """What `capture_job` gives for each source, in order."""
+        return [future.result() for future in [self.submit(capture_job, source) for source in sources]]
 
     def judge(self, jobs: list[tuple[RlProgram, str]], kind: str, trials: int) -> list[RolloutVerdict]:
         """Verdicts for (program, completion) pairs, in order: every rollout verified at once, then on a GPU each
-        program's verified rollouts timed together (`with_speeds`)."""
-        futures = [self.executor.submit(judge_job, program, completion, kind, self.device, trials)
+        program's verified rollouts timed together, in one job (`with_speeds`)."""
+        futures = [self.submit(judge_job, program, completion, kind, self.device, trials)
                    for program, completion in jobs]
-        labels = [f"{program.hash} (level {program.level}): {completion.strip()[:120]!r}" for program, completion in jobs]
+        labels = [f"{program.hash} (level {program.level}): {completion.strip()[:120]!r}"
+                  for program, completion in jobs]
         wait_reporting(futures, labels, self.log)
         verdicts = [future.result() for future in futures]
         if self.device != "cuda":
@@ -232,20 +250,80 @@ class JudgePool:
         programs = {program.hash: program for program, _ in jobs}
 
         def time_groups(groups: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
-            timings = {h: self.executor.submit(time_group_job, programs[h], modules) for h, modules in groups.items()}
+            timings = {h: self.submit(time_group_job, programs[h], modules) for h, modules in groups.items()}
             wait_reporting(list(timings.values()), [f"timing program {h}" for h in timings], self.log)
             return {h: future.result() for h, future in timings.items()}
 
         return with_speeds(verdicts, [program.hash for program, _ in jobs], time_groups)
 
-    def close(self) -> None:
-        self.executor.shutdown(wait=True, cancel_futures=True)
-
-    def __enter__(self) -> JudgePool:
+    def __enter__(self) -> RewardPool:
         return self
 
     def __exit__(self, *_exc_info) -> None:
         self.close()
+
+
+def lane_environments(device: str, gpus: tuple[str, ...], lock_directory: Path | None) -> list[dict[str, str]]:
+    """What the worker processes of each lane of a JudgePool get: on "cuda", one lane per GPU id in `gpus`, each
+    seeing only its GPU and holding that GPU's lock (lock_directory/gpu{id}.lock: a timing has its GPU alone, across
+    every pool given the same directory); without ids, one lane on the GPU the trainer sees (lock_directory/gpu.lock).
+    On the CPU, one lane and no lock (no directory needed)."""
+    if device != "cuda" or lock_directory is None:
+        return [{}]
+    if not gpus:
+        return [{GPU_LOCK_VARIABLE: str(lock_directory / "gpu.lock")}]
+    return [{VISIBLE_GPUS_VARIABLE: gpu, GPU_LOCK_VARIABLE: str(lock_directory / f"gpu{gpu}.lock")} for gpu in gpus]
+
+
+class JudgePool(RewardPool):
+    """Processes of this host that capture programs and judge rollouts (the product's verifier and benchmark, each job
+    in a worker process of its own), in lanes: one per GPU (`lane_environments`), `workers` processes split evenly
+    over them. A job goes to the lane with the fewest jobs in flight; a program's grouped timing is one job, so its
+    rollouts and eager are timed together on one GPU.
+
+    gpu_lock_directory: where the GPU locks live (the run directory, so pools of several trainer processes share
+    them); None: a directory of the pool's own, removed at close."""
+
+    def __init__(self, workers: int, device: str, *, gpus: tuple[str, ...] = (), gpu_lock_directory: Path | None = None,
+                 log: Callable[[str], None] = lambda _line: None):
+        super().__init__(device, log)
+        self._own_lock_directory = tempfile.TemporaryDirectory(prefix="drtriton-gpu-locks-") \
+            if gpu_lock_directory is None and device == "cuda" else None
+        lock_directory = Path(self._own_lock_directory.name) if self._own_lock_directory else gpu_lock_directory
+        self.lane_environments = lane_environments(device, gpus, lock_directory)
+        lanes = len(self.lane_environments)
+        if workers < lanes:
+            raise DrtritonError(f"{workers} reward processes cannot cover {lanes} GPUs",
+                                "give at least one reward process per GPU (--set reward_workers=N)")
+        # spawned, not forked: the trainer's process holds torch's threads (and on a GPU, CUDA)
+        self.lanes = [
+            ProcessPoolExecutor(max_workers=workers // lanes + (lane < workers % lanes),
+                                mp_context=multiprocessing.get_context("spawn"),
+                                initializer=_start_pool_process, initargs=(environment,))
+            for lane, environment in enumerate(self.lane_environments)
+        ]
+        self._in_flight = [0] * lanes
+        self._in_flight_lock = threading.Lock()
+        if gpus and device == "cuda":
+            log(f"reward pool: {workers} processes over GPUs {', '.join(gpus)}, a lock file per GPU")
+
+    def submit(self, job: Callable[..., Any], *args: Any) -> Future:
+        with self._in_flight_lock:
+            lane = self._in_flight.index(min(self._in_flight))
+            self._in_flight[lane] += 1
+        future = self.lanes[lane].submit(job, *args)
+        future.add_done_callback(lambda _future: self._finished(lane))
+        return future
+
+    def _finished(self, lane: int) -> None:
+        with self._in_flight_lock:
+            self._in_flight[lane] -= 1
+
+    def close(self) -> None:
+        for lane in self.lanes:
+            lane.shutdown(wait=True, cancel_futures=True)
+        if self._own_lock_directory is not None:
+            self._own_lock_directory.cleanup()
 
 
 @dataclass
@@ -285,7 +363,7 @@ class DecoupledReward:
     programs: every program a prompt can come from, by hash; speed_on: the speed term is measured (a GPU)."""
 
     def __init__(
-        self, programs: dict[str, RlProgram], pool: JudgePool, *, kind: str, trials: int, speed_on: bool,
+        self, programs: dict[str, RlProgram], pool: RewardPool, *, kind: str, trials: int, speed_on: bool,
         samples_path: Path, samples_kept: int, monitor: RejectionMonitor,
         on_step: Callable[[dict[str, Any]], None] = lambda _stats: None,
     ):

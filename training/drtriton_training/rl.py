@@ -1,5 +1,6 @@
 """`drtriton-train rl`: curriculum RL from an SFT checkpoint on trl's GRPOTrainer, rewarded by the product's verifier
-and benchmark (in a pool of worker processes), with DRPO's decoupled objective beside GRPO's summed one.
+and benchmark (in a pool of worker processes over this host's GPUs, or on a Ray cluster), with DRPO's decoupled
+objective beside GRPO's summed one.
 
 A run directory holds programs.jsonl (the captured programs), initial_model/ (tiny only), checkpoints/ (each with the
 curriculum's state), rl_log.jsonl (a line per step and per pass@1 measurement), samples.jsonl and model/ at the end.
@@ -22,7 +23,7 @@ from drtriton_lsp.models.script_grammar import ScriptConstraint, ScriptGrammar, 
 from drtriton_training.curriculum import Curriculum, CurriculumSampler
 from drtriton_training.evaluate import Sampler, level_summary
 from drtriton_training.programs import heldout_hashes
-from drtriton_training.rewards import DecoupledReward, JudgePool, RejectionMonitor, RlProgram
+from drtriton_training.rewards import DecoupledReward, JudgePool, RejectionMonitor, RewardPool, RlProgram
 from drtriton_training.rl_configs import OBJECTIVES, RlRecipe
 from drtriton_training.sft import MANIFEST_SCHEMA, build_model, latest_checkpoint, save_model
 from drtriton_training.sft import time_limit_callback, train_tokenizer
@@ -35,22 +36,23 @@ SAMPLES_FILE = "samples.jsonl"
 RUN_FILE = "run.json"
 
 
-def rl(recipe: RlRecipe, out: Path, *, objective: str, resume: bool = False, log: Callable[[str], None] = print
-       ) -> dict[str, Any]:
-    """Train (or, with `resume`, continue) per `recipe` with `objective` ("drpo" or "grpo"); save the policy under
-    out/model and return its manifest. Raises DrtritonError for a run directory or model that cannot be used."""
+def rl(recipe: RlRecipe, out: Path, *, objective: str, resume: bool = False, cluster: str | None = None,
+       log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train (or, with `resume`, continue) per `recipe` with `objective` ("drpo" or "grpo"), the rollouts judged on
+    the Ray cluster at `cluster` where one is given; save the policy under out/model and return its manifest. Raises
+    DrtritonError for a run directory, model or cluster that cannot be used."""
     if objective not in OBJECTIVES:
         raise DrtritonError(f"no objective {objective!r}", f"pass --objective {' or '.join(OBJECTIVES)}")
     started = time.monotonic()
     checkpoints = out / "checkpoints"
-    resume_from = _check_run_directory(out, recipe, objective, resume)
-    out.mkdir(parents=True, exist_ok=True)
     speed_on = recipe.device == "cuda"
-    log(f"rl {recipe.name} ({objective}): verification on {recipe.device}; "
-        + ("speed term on: r_s = log(t_torch / t_triton) for verified rollouts" if speed_on else
-           "speed term off on the CPU (Triton's interpreter times nothing): r_s = 0, DRPO weighs correct rollouts "
-           "uniformly"))
-    with JudgePool(recipe.reward_workers, recipe.device, gpu_lock=out / "gpu.lock", log=log) as pool:
+    with reward_pool(recipe, out, cluster, log) as pool:  # first: a cluster that cannot be used leaves no run behind
+        resume_from = _check_run_directory(out, recipe, objective, resume)
+        out.mkdir(parents=True, exist_ok=True)
+        log(f"rl {recipe.name} ({objective}): verification on {recipe.device}; "
+            + ("speed term on: r_s = log(t_torch / t_triton) for verified rollouts" if speed_on else
+               "speed term off on the CPU (Triton's interpreter times nothing): r_s = 0, DRPO weighs correct rollouts "
+               "uniformly"))
         programs = _programs(recipe, out, pool, log)
         model_path = _starting_model(recipe, out, programs, log)
         curriculum = (Curriculum.load(resume_from) if resume_from else
@@ -80,8 +82,9 @@ def rl(recipe: RlRecipe, out: Path, *, objective: str, resume: bool = False, log
             "stopped_by_time_limit": time_limit.stopped,
             "train_seconds_this_chunk": round(time.monotonic() - started, 1),
         }
-        save_model(trainer.model, trainer.processing_class, out / "model", manifest, lora=False,
-                   save_dtype=recipe.save_dtype, max_shard_size=recipe.max_shard_size)
+        if trainer.is_world_process_zero():  # under `accelerate launch`, one process writes the model
+            save_model(trainer.model, trainer.processing_class, out / "model", manifest, lora=False,
+                       save_dtype=recipe.save_dtype, max_shard_size=recipe.max_shard_size)
     log(f"rl {recipe.name} ({objective}): step {step}/{recipe.max_steps} at level {curriculum.level}; "
         f"saved {out / 'model'}")
     return manifest
@@ -108,18 +111,53 @@ def _check_run_directory(out: Path, recipe: RlRecipe, objective: str, resume: bo
     return checkpoint
 
 
-def capture_programs(recipe: RlRecipe, out: Path, log: Callable[[str], None] = print) -> Path:
-    """Synthesise and capture the run's programs into out/programs.jsonl, and stop. Synthesis needs OR-Tools; a run
-    whose directory already holds the file needs neither it nor the capture (the GPU machine has no room for the
-    wheel beside the model): copy the file into each arm's run directory there."""
+def reward_pool(recipe: RlRecipe, out: Path, cluster: str | None, log: Callable[[str], None]) -> RewardPool:
+    """The run's reward pool: Ray tasks on the cluster at `cluster` when one is given, else processes of this host
+    over `reward_gpus` (their GPU locks in the run directory, shared by every training process of the run)."""
+    if cluster is None:
+        return JudgePool(recipe.reward_workers, recipe.device, gpus=reward_gpus(recipe, os.environ),
+                         gpu_lock_directory=out, log=log)
+    if recipe.reward_gpus:
+        raise DrtritonError("--reward-gpus places the reward processes of this host; on a Ray cluster, Ray gives each "
+                            "job its GPU", "leave out --reward-gpus or --cluster")
+    from drtriton_training.reward_cluster import RayJudgePool
+
+    return RayJudgePool(cluster, recipe.device, log=log)
+
+
+def reward_gpus(recipe: RlRecipe, environ: dict[str, str]) -> tuple[str, ...]:
+    """The GPUs of this training process's reward pool: the recipe's `reward_gpus`; else, under a launcher of several
+    processes (`accelerate launch`: WORLD_SIZE and LOCAL_RANK set), the GPU of this process's local rank as
+    CUDA_VISIBLE_DEVICES names it; else none (the workers see what this process sees)."""
+    if recipe.reward_gpus or recipe.device != "cuda":
+        return recipe.reward_gpus
+    if int(environ.get("WORLD_SIZE", "1")) <= 1 or "LOCAL_RANK" not in environ:
+        return ()
+    rank = int(environ["LOCAL_RANK"])
+    visible = [part.strip() for part in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if part.strip()]
+    return (visible[rank] if visible else str(rank),)
+
+
+def capture_programs(recipe: RlRecipe, out: Path, cluster: str | None = None, log: Callable[[str], None] = print
+                     ) -> Path:
+    """Synthesise and capture the run's programs into out/programs.jsonl (on the Ray cluster at `cluster` where one
+    is given), and stop. Synthesis needs OR-Tools; a run whose directory already holds the file needs neither it nor
+    the capture (the GPU machine has no room for the wheel beside the model): copy the file into each arm's run
+    directory there."""
     out.mkdir(parents=True, exist_ok=True)
-    with JudgePool(min(recipe.reward_workers, os.cpu_count() or 1), "cpu") as pool:
+    if cluster is None:
+        pool: RewardPool = JudgePool(min(recipe.reward_workers, os.cpu_count() or 1), "cpu")
+    else:
+        from drtriton_training.reward_cluster import RayJudgePool
+
+        pool = RayJudgePool(cluster, "cpu", log=log)
+    with pool:
         programs = _programs(recipe, out, pool, log)
     log(f"rl {recipe.name}: {len(programs)} programs in {out / PROGRAMS_FILE}")
     return out / PROGRAMS_FILE
 
 
-def _programs(recipe: RlRecipe, out: Path, pool: JudgePool, log) -> list[RlProgram]:
+def _programs(recipe: RlRecipe, out: Path, pool: RewardPool, log) -> list[RlProgram]:
     """The run's programs, captured (read back from programs.jsonl when a chunk before captured them)."""
     path = out / PROGRAMS_FILE
     if path.is_file():

@@ -61,6 +61,11 @@ class RlRecipe:
             interpreter and turns the speed term off (the run says so in its log).
         reward_workers (`int`, default `16`): processes judging rollouts, per training process (each runs the
             product's verifier and benchmark through worker processes of its own; never the trainer's process).
+        reward_gpus (`tuple[str, ...]`, default `()`): the GPUs (CUDA_VISIBLE_DEVICES ids of the host) the reward
+            processes spread over, `reward_workers` split evenly, each process's workers seeing only its GPU, with a
+            lock file per GPU in the run directory (a timing has its GPU alone, across every training process's
+            pool). Empty: the training process's own GPU (under `accelerate launch`, the one of its LOCAL_RANK).
+            `--reward-gpus 4,5,6,7` overrides it; a Ray cluster (`--cluster`) places each job itself instead.
         trials (`int`, default `5`): verification trials with fresh inputs, as `drtriton optimize`.
         samples_kept_per_step (`int`, default `4`): accepted rollouts written to samples.jsonl each step.
         hacking_window_steps (`int`, default `5`), hacking_rise (`float`, default `0.2`): warn when a rejection
@@ -106,6 +111,7 @@ class RlRecipe:
     constrained: bool = True
     device: str = "cuda"
     reward_workers: int = 16
+    reward_gpus: tuple[str, ...] = ()
     trials: int = 5
     samples_kept_per_step: int = 4
     hacking_window_steps: int = 5
@@ -150,6 +156,10 @@ class RlRecipe:
             raise ValueError("num_generations must be at least 2: both objectives compare rollouts within a group")
         if min(self.prompts_per_step, self.train_programs_per_level, self.eval_programs_per_level) < 1:
             raise ValueError("prompts_per_step and the programs per level must be at least 1")
+        if self.reward_gpus and self.device != "cuda":
+            raise ValueError(f"reward_gpus {','.join(self.reward_gpus)} needs device cuda; the CPU has one lane")
+        if len(set(self.reward_gpus)) != len(self.reward_gpus) or self.reward_workers < max(len(self.reward_gpus), 1):
+            raise ValueError("reward_gpus must name each GPU once, with at least one reward worker per GPU")
         if self.eval_every_steps < 1 or self.eval_samples < 1 or self.drpo_lambda <= 0:
             raise ValueError("eval_every_steps and eval_samples must be at least 1, drpo_lambda above 0")
         return self
@@ -195,7 +205,8 @@ RECIPES = {
     # Several GPUs (accelerate launch --config_file training/configs/accelerate_multi_gpu.yaml -m
     # drtriton_training.cli rl --config multi_gpu ...): prompts_per_step is per GPU, each GPU's batch holds whole
     # groups (DRPO's groups never straddle GPUs); vLLM generates the rollouts where it is installed (colocated);
-    # 12 reward processes per GPU process leave cores to the trainers on a 128-core, 8-GPU host.
+    # 12 reward processes per GPU process leave cores to the trainers on a 128-core, 8-GPU host, each process's
+    # pool on its own GPU (reward_gpus empty) while its trainer waits for the verdicts.
     "multi_gpu": RlRecipe(
         name="multi_gpu",
         model=str(SHIPPED_MODEL),

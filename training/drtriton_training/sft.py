@@ -182,10 +182,11 @@ def sft(recipe: SftRecipe, data: list[Path], out: Path, log=print) -> dict[str, 
         "train_seconds_this_chunk": round(time.monotonic() - started, 1),
         "train_runtime_s": result.metrics.get("train_runtime"),
     }
-    save_model(
-        trainer.model, tokenizer, out / "model", manifest,
-        lora=recipe.lora, save_dtype=recipe.save_dtype, max_shard_size=recipe.max_shard_size,
-    )
+    if trainer.is_world_process_zero():  # under `accelerate launch`, one process writes the model
+        save_model(
+            trainer.model, tokenizer, out / "model", manifest,
+            lora=recipe.lora, save_dtype=recipe.save_dtype, max_shard_size=recipe.max_shard_size,
+        )
     log(f"sft {recipe.name}: step {step}/{recipe.max_steps}, loss {manifest['final_loss']}, saved {out / 'model'}")
     return manifest
 
