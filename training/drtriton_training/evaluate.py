@@ -35,6 +35,7 @@ from drtriton_lsp.models import formats
 from drtriton_lsp.models.script_grammar import ScriptConstraint, ScriptGrammar, script_constraint
 from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
 
+from drtriton_training.answer_room import compiler_answer, prompt_problem, token_count
 from drtriton_training.programs import HELDOUT_LEVELS, load_heldout
 from drtriton_training.sft import MANIFEST
 from drtriton_training.teach import TeachOptions, capture_program, kernel_candidate, verify_module
@@ -119,6 +120,11 @@ class Sampler:
             model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32 if device == "cpu" else None)
         return cls(model.to(device).eval(), tokenizer, device, seed)
 
+    def prompt_problem(self, prompt: str, answer: str) -> str:
+        """Why the model cannot answer `prompt` with as many tokens as `answer` takes ("" when it can): the two
+        together overflow its context."""
+        return prompt_problem(token_count(self.tokenizer, prompt), token_count(self.tokenizer, answer), self.context)
+
     def complete(
         self, prompt: str, samples: int, temperature: float, max_new_tokens: int,
         constraint: ScriptConstraint | None = None,
@@ -188,7 +194,7 @@ def evaluate(model_dir: Path, options: EvalOptions, log=print, sampler: Sampler 
             log(
                 f"level {level} {program.hash}: {record['valid']}/{record['samples']} valid, "
                 f"{record['correct']}/{record['samples']} verified"
-                + (f" ({record['error']})" if record.get("error") else "")
+                + "".join(f" ({record[key]})" for key in ("error", "prompt_too_long") if record.get(key))
             )
     return _results(model_dir, options, programs, stopped, time.monotonic() - started)
 
@@ -224,6 +230,11 @@ def _evaluate_program(
         prompt = formats.script_prompt(capture.graph)
     else:
         prompt = formats.kernel_prompt(program.source)
+    # a prompt that leaves no room for the compiler's own answer is not the model's failure: reported apart, not cut
+    too_long = sampler.prompt_problem(prompt, compiler_answer(capture, options.kind))
+    if too_long:
+        record["prompt_too_long"] = too_long
+        return record
     constraint = script_constraint(capture.graph) if options.kind == "script" and options.constrained else None
     with sampling:
         completions = sampler.complete(
@@ -356,8 +367,9 @@ def geometric_mean(values: list[float]) -> float | None:
 
 def level_summary(records: list[dict[str, Any]], samples: int) -> dict[str, Any]:
     """Valid share, pass@1 and pass@k (k = `samples`) of per-program records (`samples`, `valid`, `correct`; those
-    with an `error` are counted as capture errors), with the baseline and timing summaries where recorded."""
-    judged = [record for record in records if "error" not in record]
+    with an `error` are counted as capture errors, those with `prompt_too_long` as programs the model has no room to
+    answer), with the baseline and timing summaries where recorded."""
+    judged = [record for record in records if "error" not in record and "prompt_too_long" not in record]
     total = sum(record["samples"] for record in judged)
 
     def mean_pass_at(k: int) -> float | None:
@@ -365,7 +377,8 @@ def level_summary(records: list[dict[str, Any]], samples: int) -> dict[str, Any]
 
     summary: dict[str, Any] = {
         "programs": len(records),
-        "capture_errors": len(records) - len(judged),
+        "capture_errors": sum("error" in record for record in records),
+        "prompt_too_long": sum("prompt_too_long" in record for record in records),
         "valid_share": sum(record["valid"] for record in judged) / total if total else None,
         "pass@1": mean_pass_at(1),
         f"pass@{samples}": mean_pass_at(samples),
@@ -487,6 +500,7 @@ def to_markdown(results: dict[str, Any]) -> str:
             "flushed); a share faster counts every program, those with no verified sample as not faster",
         ]
     columns = ["programs", "valid_share", "pass@1", f"pass@{k}"]
+    columns += ["prompt_too_long"] if results["overall"].get("prompt_too_long") else []
     extra = [
         "compiler_default_verified_share", "best_of_k_geomean_vs_eager", "best_of_k_geomean_vs_compile",
         "share_faster_than_eager", "share_faster_than_compile", "compiler_default_geomean_vs_compile",

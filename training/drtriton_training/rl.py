@@ -20,6 +20,7 @@ from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
 from drtriton_lsp.models.script_grammar import ScriptConstraint, ScriptGrammar, script_constraint
 
+from drtriton_training.answer_room import compiler_answer, model_context, prompt_problem, token_count
 from drtriton_training.curriculum import Curriculum, CurriculumSampler
 from drtriton_training.evaluate import Sampler, level_summary
 from drtriton_training.programs import heldout_hashes
@@ -258,6 +259,22 @@ class RunLog:
         for warning in stats["warnings"]:
             self.log(f"warning: step {stats['step']}: {warning}")
 
+    def selection(self, programs: int, left_out: dict[str, dict[int, int]], long_answers: dict[int, int],
+                  context: int | None, room: int) -> None:
+        """Which of the run's `programs` it left out (`left_out`: per reason, per level) and how many it kept whose
+        compiler answer is longer than the `room` a rollout may write (per level)."""
+        self.write({"event": "programs", "programs": programs, "context": context, "max_completion_length": room,
+                    "left_out": left_out, "answer_longer_than_completion": long_answers})
+        for reason, counts in left_out.items():
+            said = ", ".join(f"{count} of level {level}" for level, count in sorted(counts.items()))
+            self.log(f"left out {said}: {reason}" + (
+                f" (less than max_completion_length={room} of the model's {context} tokens left to answer in)"
+                if reason != NOTHING_TO_PLACE else " (the graph has no op a script places)"))
+        if long_answers:
+            said = ", ".join(f"{count} of level {level}" for level, count in sorted(long_answers.items()))
+            self.log(f"warning: {said}: the compiler's answer is longer than max_completion_length={room} tokens "
+                     "(rollouts are cut before the end line; raise it with --set if the context allows)")
+
     def generation(self, rollouts: int, seconds: float) -> None:
         """One batch of rollouts sampled (how long sampling takes beside judging: a chunk that stalls says which)."""
         self.write({"event": "generation", "objective": self.objective, "rollouts": rollouts,
@@ -299,6 +316,39 @@ def measure_level(model, tokenizer, programs: list[RlProgram], reward: Decoupled
     return level_summary(records, recipe.eval_samples)
 
 
+# Why `answerable_programs` leaves a program out: its prompt, or (a script writer) a graph with no op to place, whose
+# only answer the grammar allows is the bare end line, which no parser takes.
+NOTHING_TO_PLACE = "nothing to place"
+
+
+def answerable_programs(programs: list[RlProgram], tokenizer, context: int | None, recipe: RlRecipe, step_log: RunLog
+                        ) -> list[RlProgram]:
+    """The programs a rollout can answer: the others are left out, counted per reason and level in the run's log. A
+    prompt that leaves less than `recipe.max_completion_length` tokens of the model's `context` to answer in is too
+    long (a cut prompt would describe another program, and positions past the context are ones the model never
+    saw). Also counted: the programs kept whose compiler answer is longer than a rollout may write."""
+    from drtriton_lsp.compiler.fragments import schedulable_ops
+    from drtriton_training.rewards import capture_of_record
+
+    kept: list[RlProgram] = []
+    left_out: dict[str, dict[int, int]] = {}
+    long_answers: dict[int, int] = {}
+    for program in programs:
+        reason = (prompt_problem(token_count(tokenizer, program.prompt), recipe.max_completion_length, context)
+                  .partition(":")[0])
+        if not reason and recipe.kind == "script" and not schedulable_ops(OpGraph.from_json(program.graph)):
+            reason = NOTHING_TO_PLACE
+        if reason:
+            left_out.setdefault(reason, {})
+            left_out[reason][program.level] = left_out[reason].get(program.level, 0) + 1
+            continue
+        kept.append(program)
+        if token_count(tokenizer, compiler_answer(capture_of_record(program), recipe.kind)) > recipe.max_completion_length:
+            long_answers[program.level] = long_answers.get(program.level, 0) + 1
+    step_log.selection(len(programs), left_out, long_answers, context, recipe.max_completion_length)
+    return kept
+
+
 def rollout_constraint(program: RlProgram, recipe: RlRecipe) -> ScriptConstraint | None:
     """What a rollout for `program` is held to while sampled: the script grammar of its graph, as the product samples
     the model (`recipe.constrained`, script writers only), else nothing."""
@@ -317,10 +367,10 @@ def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_l
     from drtriton_training.drpo import DrpoTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    context = json.loads((Path(model_path) / "config.json").read_text()).get("max_position_embeddings")
-    train = [p for p in programs if p.split == "train"
-             and (context is None or len(tokenizer(p.prompt)["input_ids"]) + recipe.max_completion_length <= context)]
-    validation = {level: [p for p in programs if p.split == "validation" and p.level == level]
+    context = model_context(model_path)
+    answerable = answerable_programs(programs, tokenizer, context, recipe, step_log)
+    train = [p for p in answerable if p.split == "train"]
+    validation = {level: [p for p in answerable if p.split == "validation" and p.level == level]
                   for level in recipe.levels}
     indices_by_level = {level: [i for i, p in enumerate(train) if p.level == level] for level in recipe.levels}
     empty = [level for level, indices in indices_by_level.items() if not indices]

@@ -98,6 +98,9 @@ class PromptSampler:
         self.most_at_once = 0
         self.lock = threading.Lock()
 
+    def prompt_problem(self, prompt, answer):
+        return ""  # every prompt fits: the room check has tests of its own (test_answer_room.py)
+
     def complete(self, prompt, samples, temperature, max_new_tokens, constraint=None):
         with self.lock:
             self.running += 1

@@ -188,6 +188,9 @@ class ScriptedSampler:
         self.completions = completions
         self.constraints: list = []
 
+    def prompt_problem(self, prompt, answer):
+        return ""  # every prompt fits: the room check has tests of its own (test_answer_room.py)
+
     def complete(self, prompt, samples, temperature, max_new_tokens, constraint=None):
         self.constraints.append(constraint)
         return self.completions[:samples]
