@@ -26,47 +26,51 @@ class ConstrainedAnswers(LogitsProcessor):
 
     rows: one constraint (or None) per generated row, in `generate`'s order (each prompt's samples together);
     prompt_length: where the answers start in `input_ids` (prompts are left-padded to one length). The end-of-text
-    token is allowed only once the answer is whole; a row with no allowed token ends (the parser then says why)."""
+    token is allowed only once the answer is whole, and then alone where the constraint allows nothing more (a
+    sampler without a stop string ends there); a row with no allowed token ends (the parser then says why).
+
+    It runs on the host for every row at every token, so it tries only the tokens whose first character may come
+    next (one check per character, tokens grouped by first character once), and masks all rows at once."""
 
     def __init__(self, tokenizer, rows: list[AnswerConstraint | None], prompt_length: int):
         self.tokenizer, self.rows, self.prompt_length = tokenizer, rows, prompt_length
         self.end_of_text = tokenizer.eos_token_id
         self.pieces = token_pieces(tokenizer)
+        by_first: dict[str, list[int]] = {}
+        for token, piece in enumerate(self.pieces):
+            if piece and token != self.end_of_text:
+                by_first.setdefault(piece[0], []).append(token)
+        self.tokens_by_first = {character: torch.tensor(tokens) for character, tokens in by_first.items()}
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        # one copy to the host per step: reading a GPU tensor token by token would wait for the device each time
+        # one copy to the host per step and one back: reading or masking a GPU tensor row by row would wait for the
+        # device each time
         answers = input_ids[:, self.prompt_length:].tolist()
         host_scores = scores.detach().float().cpu()
+        keep = torch.ones(host_scores.shape, dtype=torch.bool)
         for row, constraint in enumerate(self.rows):
             if constraint is None:
                 continue
             text = self.tokenizer.decode(answers[row], skip_special_tokens=True)
-            allowed = self._allowed(constraint, text, host_scores[row])
-            keep = torch.zeros(scores.shape[1], dtype=torch.bool)
-            keep[allowed] = True
-            scores[row] = scores[row].masked_fill(~keep.to(scores.device), float("-inf"))
-        return scores
+            keep[row] = False
+            keep[row, self._allowed(constraint, text, host_scores[row])] = True
+        return scores.masked_fill(~keep.to(scores.device), float("-inf"))
 
     def _allowed(self, constraint: AnswerConstraint, text: str, row_scores: torch.Tensor) -> list[int]:
-        allowed: list[int] = []
         whole = constraint.finished(text)
-        # answers are prefix-closed: a piece whose first character cannot come next is out without matching it whole
-        first_allowed: dict[str, bool] = {}
-        ordered_scores, order = torch.sort(row_scores, descending=True)
-        for token, score in zip(order.tolist(), ordered_scores.tolist()):
-            if len(allowed) == ALLOWED_PER_STEP or score == float("-inf"):
-                break
-            if token == self.end_of_text:
-                if whole:
+        allowed = [self.end_of_text] if whole and self.end_of_text is not None else []
+        # answers are prefix-closed: a token whose first character cannot come next is out without matching it whole
+        firsts = [character for character in self.tokens_by_first if constraint.allows(text, character)]
+        if firsts:
+            candidates = torch.cat([self.tokens_by_first[character] for character in firsts])
+            candidate_scores = row_scores[candidates]
+            ordered_scores, order = torch.sort(candidate_scores, descending=True)
+            for token, score in zip(candidates[order].tolist(), ordered_scores.tolist()):
+                if len(allowed) == ALLOWED_PER_STEP or score == float("-inf"):
+                    break
+                piece = self.pieces[token]
+                if len(piece) == 1 or constraint.allows(text, piece):
                     allowed.append(token)
-                continue
-            piece = self.pieces[token] if token < len(self.pieces) else ""  # a model may pad its vocabulary
-            if not piece:
-                continue
-            if piece[0] not in first_allowed:
-                first_allowed[piece[0]] = constraint.allows(text, piece[0])
-            if first_allowed[piece[0]] and (len(piece) == 1 or constraint.allows(text, piece)):
-                allowed.append(token)
         if not allowed and self.end_of_text is not None:
             allowed.append(self.end_of_text)
         return allowed

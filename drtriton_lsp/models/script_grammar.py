@@ -258,6 +258,10 @@ class ScriptGrammar:
 
     def allows(self, text: str, piece: str) -> bool:
         """Whether `text + piece` is the start of an answer (`text`: what the answer holds so far, itself allowed)."""
+        if self.finished(text):
+            # the end line ends the answer: only its newline may follow (a sampler without a stop string that allowed
+            # more would write end lines until its token limit, each token through this check)
+            return piece == "\n" and not text.endswith("\n")
         placed_before, line = self._read(text)
         placed = set(placed_before)
         *finished, open_line = (line + piece).split("\n")

@@ -3,7 +3,7 @@ everything in it parses, the planner refuses a script sampled in it only for wha
 token-by-token check agrees with the whole-answer pattern a server gets.
 
 Graphs are two captured CSP-DAG level-5 programs (tests/fixtures/csp_dag_level5_graphs.json) and 61 CSP-DAG training
-programs of levels 1, 2, 5 and 20 (synthesis seed 18, captured in eval mode; programs with no op to place left out:
+programs of levels 1, 2, 5 and 20 (synthesis seed 18, with their sources; programs with no op to place left out:
 tests/fixtures/csp_dag_training_graphs.json).
 """
 
@@ -385,6 +385,19 @@ def test_sampling_never_reaches_a_dead_end_and_ends_in_a_whole_answer(graph, ran
     parsed = formats.parse_script_answer(text)
     assert parsed.valid, parsed.error
     assert sorted(op for line in parsed.script.splitlines() for op in ops_of(line)) == sorted(constraint.ops)
+
+
+@pytest.mark.parametrize("graph", GRAPHS, ids=IDS)
+def test_the_end_line_ends_the_answer_nothing_but_its_newline_follows(graph):
+    """A sampler without a stop string (trl's rollouts) stops only at the end-of-text token: were another end line
+    allowed after the first, a policy that no longer favours end-of-text would write them up to its token limit."""
+    grammar = ScriptGrammar(script_constraint(graph))
+    answer = formats.script_completion(default_script(graph))
+    assert answer.endswith(formats.END_LINE + "\n") and grammar.finished(answer)
+    assert [character for character in ALPHABET if grammar.allows(answer, character)] == []
+    without_newline = answer[:-1]
+    assert [character for character in ALPHABET if grammar.allows(without_newline, character)] == ["\n"]
+    assert not grammar.allows(without_newline, "\n" + formats.END_LINE)
 
 
 def test_a_kernel_names_its_ops_in_graph_order_even_when_neither_reads_the_other():
