@@ -174,7 +174,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobs",
         type=_positive,
         default=1,
-        help="problems at a time (default 1): their verifications share the GPU, each timing has it alone",
+        help="problems at a time on each GPU (default 1): their verifications share it, each timing has it alone",
+    )
+    bench.add_argument(
+        "--gpus",
+        type=_positive,
+        default=1,
+        help="spread the problems over the first N GPUs of this host (default 1): each problem's workers see one GPU, "
+        "and a timing never shares its GPU",
+    )
+    bench.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run each problem as a task on a Ray cluster, with a whole GPU of a node to itself: ray://HEAD:PORT (Ray "
+        "Client), HEAD:PORT or auto (this machine is a node), or local (a Ray of this machine's own); needs the "
+        "cluster extra (pip install 'drtriton-lsp[cluster]') here and on every node",
     )
     bench.add_argument(
         "--resume",
@@ -507,9 +521,42 @@ def bench_command(args: argparse.Namespace, console: Console, argv: list[str]) -
 
 
 def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> int:
+    import contextlib
+
+    check_bench_placement(args)
+    with contextlib.ExitStack() as cluster:
+        ray = None
+        if args.cluster:
+            from drtriton_lsp.runners.cluster import connected
+
+            with progress_display(console, f"connecting to the Ray cluster at {args.cluster}"):
+                ray = cluster.enter_context(connected(args.cluster))
+        return _bench_on(args, console, argv, ray)
+
+
+def check_bench_placement(args: argparse.Namespace) -> None:
+    """Refuse placement options that do not go together (before anything starts)."""
+    if args.cluster and (args.remote or args.jobs > 1 or args.gpus > 1):
+        raise DrtritonError(
+            "--cluster places the problems itself (one to a GPU of the cluster): it does not go with --remote, "
+            "--jobs or --gpus",
+            "leave those out with --cluster",
+        )
+    if args.remote and (args.jobs > 1 or args.gpus > 1):
+        raise DrtritonError(
+            "--jobs or --gpus above 1 with --remote is not supported: the problems' timings on the remote GPU would "
+            "not be kept apart (the GPU lock that does it is a file on this machine)",
+            "run with --jobs 1 and --gpus 1, or use a Ray cluster (--cluster)",
+        )
+
+
+def _bench_on(args: argparse.Namespace, console: Console, argv: list[str], ray) -> int:
+    """`drtriton bench` with its problems on this host's workers (ray None) or on the connected Ray cluster."""
+    import contextlib
     import datetime
     import shlex
 
+    from drtriton_lsp.bench.placement import check_gpu_count, local_places
     from drtriton_lsp.bench.suite import (
         git_commit,
         load_results,
@@ -521,22 +568,34 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
     from drtriton_lsp.bench.suite_report import progress_line, render_console_summary, write_results
     from drtriton_lsp.engine.devices import describe_device, resolve_device
     from drtriton_lsp.runners.choice import runner_for
+    from drtriton_lsp.runners.local import LocalRunner
     from drtriton_lsp.runners.runner import JobFailure
 
-    if args.remote and args.jobs > 1:
-        raise DrtritonError(
-            "--jobs above 1 with --remote is not supported: the problems' timings on the remote GPU would not be "
-            "kept apart (the GPU lock that does it is a file on this machine)",
-            "run with --jobs 1",
-        )
     problems, skipped = select_problems(args.directory, args.match, args.limit)
-    runner = runner_for(args.remote, args.remote_python)
     with progress_display(console, "checking the worker's devices") as status:
-        try:
-            devices = runner.call("capabilities", {})
-        except JobFailure as failure:
-            return worker_did_not_start(console, failure)
-        device = resolve_device(args.device, devices, str(args.directory))
+        copy_ceiling = None
+        if ray is not None:
+            from drtriton_lsp.bench.cluster import describe_cluster_device
+            from drtriton_lsp.runners.cluster import cluster_gpus
+
+            status.update("asking a node of the cluster what it has")
+            probe = describe_cluster_device(
+                ray, want_gpu=args.device != "cpu" and cluster_gpus(ray) > 0, measure_copy=args.device != "cpu"
+            )
+            devices = probe["devices"]
+            device = resolve_device(args.device, devices, str(args.directory))
+            copy_ceiling = probe["copy"] if device == "cuda" else None
+        else:
+            runner = runner_for(args.remote, args.remote_python)
+            try:
+                devices = runner.call("capabilities", {})
+            except JobFailure as failure:
+                return worker_did_not_start(console, failure)
+            device = resolve_device(args.device, devices, str(args.directory))
+            check_gpu_count(args.gpus, device, devices)
+            if device == "cuda":
+                status.update("measuring the copy bandwidth (the ceiling of memory-bound kernels)")
+                copy_ceiling = measure_copy_bandwidth(runner, status.update)
         device_info = describe_device(device, devices)
         today = datetime.date.today().isoformat()
         out = args.out or Path("benchmarks") / "results" / f"bench-{device}-{today}"
@@ -553,14 +612,14 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
                 pipeline=pipeline,
             )
         results["skipped_files"] = skipped
-        copy_ceiling = None
-        if device == "cuda":
-            status.update("measuring the copy bandwidth (the ceiling of memory-bound kernels)")
-            copy_ceiling = measure_copy_bandwidth(runner, status.update)
+        if copy_ceiling:
             measured = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
             results["copy_bandwidth"].append({**copy_ceiling, "measured": measured})
     done = len({record["problem"] for record in results["problems"]} & {problem.name for problem in problems})
-    say(console, "bench: ", "bold", f"{len(problems) - done} problems from {args.directory} on {device_info['name']}, "
+    where = f"the Ray cluster at {args.cluster}" if ray is not None else device_info["name"]
+    if args.gpus > 1:
+        where += f" x {args.gpus}"
+    say(console, "bench: ", "bold", f"{len(problems) - done} problems from {args.directory} on {where}, "
         f"results in {out}" + (f" ({done} already there)" if done else ""))
     if device == "cpu":
         say(console, "no GPU: ", "yellow", "every problem is verified under the Triton interpreter at reduced sizes; "
@@ -568,21 +627,33 @@ def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> i
     if copy_ceiling:
         say(console, "copy bandwidth: ", "bold", f"{copy_ceiling['gb_per_s']:.0f} GB/s (1 GiB device-to-device copy)")
 
-    with progress_display(console, "starting") as running:
-        finished = run_suite(
-            problems,
-            results,
-            bench_options(args, device),
-            copy_ceiling,
-            save=lambda document: write_results(document, out),
-            on_progress=lambda number, total, problem, message: running.update(
-                Text.assemble(f"[{number}/{total}] ", (problem.name, "bold"), ": ", message)
-            ),
-            on_done=lambda number, total, record: console.print(Text(progress_line(number, total, record)), highlight=False),
-            jobs=args.jobs,
-            new_runner=lambda: runner_for(args.remote, args.remote_python),
-            gpu_memory_bytes=devices.get("cuda_memory_bytes") if device == "cuda" else None,
-        )
+    with contextlib.ExitStack() as placed:
+        if ray is not None:
+            from drtriton_lsp.bench.cluster import RayPlaces
+
+            places = RayPlaces(ray, args.cluster, device, len(problems) - done)
+        else:
+            places = placed.enter_context(local_places(
+                lambda env: runner_for(args.remote, args.remote_python) if args.remote else LocalRunner(extra_env=env),
+                gpus=args.gpus,
+                jobs=args.jobs,
+                gpu_memory_bytes=devices.get("cuda_memory_bytes") if device == "cuda" else None,
+            ))
+        with progress_display(console, "starting") as running:
+            finished = run_suite(
+                problems,
+                results,
+                bench_options(args, device),
+                copy_ceiling,
+                save=lambda document: write_results(document, out),
+                on_progress=lambda number, total, problem, message: running.update(
+                    Text.assemble(f"[{number}/{total}] ", (problem.name, "bold"), ": ", message)
+                ),
+                on_done=lambda number, total, record: console.print(
+                    Text(progress_line(number, total, record)), highlight=False
+                ),
+                places=places,
+            )
     console.print(Markdown(render_console_summary(results)))
     say(console, "wrote ", "green", f"{out}: results.md, results.json, speedup.svg, roofline.svg")
     if not finished:

@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from drtriton_lsp.bench import suite
+from drtriton_lsp.bench.placement import GpuSlot, LocalPlaces, local_places
 from drtriton_lsp.bench.roofline import GraphWork, MatmulShape, broadcast_matmul_shape, einsum_shape, graph_work
 from drtriton_lsp.bench.suite_plots import roofline_chart, speedup_chart
 from drtriton_lsp.bench.suite_report import progress_line, render_markdown, write_results
@@ -25,6 +26,7 @@ from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.engine.gpu_memory import USABLE_SHARE
 from drtriton_lsp.engine.pipeline import OptimizeOptions
 from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
 from drtriton_lsp.runners.runner import JobFailure
 from drtriton_lsp.worker import benchmark
@@ -490,7 +492,7 @@ def test_ctrl_c_stops_the_run_and_keeps_the_problems_already_done(tmp_path, monk
     finished = suite.run_suite(
         problems, results, None, None,
         save=lambda document: write_results(document, tmp_path / "out"),
-        on_progress=lambda *_: None, on_done=lambda *_: None,
+        on_progress=lambda *_: None, on_done=lambda *_: None, places=one_place(),
     )
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
     assert finished is False and saved["complete"] is False
@@ -501,20 +503,23 @@ def test_ctrl_c_stops_the_run_and_keeps_the_problems_already_done(tmp_path, monk
     monkeypatch.setattr(
         suite, "run_problem", lambda problem, *_, **__: ran.append(problem.name) or record(problem.name, "fusion")
     )
-    assert suite.run_suite(problems, saved, None, None, save=lambda _: None, on_progress=lambda *_: None, on_done=lambda *_: None)
+    assert suite.run_suite(
+        problems, saved, None, None, save=lambda _: None, on_progress=lambda *_: None, on_done=lambda *_: None,
+        places=one_place(),
+    )
     assert ran == ["b.py", "c.py"]  # a resumed run skips what is recorded
 
 
-def test_problems_run_side_by_side_share_one_gpu_lock_that_is_gone_afterwards(tmp_path, monkeypatch):
+def test_problems_run_side_by_side_on_one_gpu_share_its_lock_and_its_memory(tmp_path, monkeypatch):
     problems = [suite.Problem(tmp_path / f"{name}.py", f"{name}.py", "fusion") for name in ("a", "b", "c", "d")]
-    running, most_at_once, locks, rooms = set(), [0], set(), set()
+    running, most_at_once, environments, rooms = set(), [0], [], set()
     guard = threading.Lock()
 
     def run_problem(problem, _options, _copy, _progress, cancel=None, new_runner=None, gpu_memory=None):
         with guard:
             running.add(problem.name)
             most_at_once[0] = max(most_at_once[0], len(running))
-            locks.add(os.environ.get(GPU_LOCK_VARIABLE))
+            environments.append(new_runner().extra_env)
             rooms.add(gpu_memory)
         time.sleep(0.2)
         with guard:
@@ -525,17 +530,28 @@ def test_problems_run_side_by_side_share_one_gpu_lock_that_is_gone_afterwards(tm
     monkeypatch.delenv(GPU_LOCK_VARIABLE, raising=False)
     done = []
     results = gpu_results([])
-    assert suite.run_suite(
-        problems, results, None, None, save=lambda _: None, on_progress=lambda *_: None,
-        on_done=lambda number, total, _record: done.append((number, total)), jobs=2, gpu_memory_bytes=141 * 1024**3,
-    )
-    assert most_at_once[0] == 2 and len(locks) == 1 and None not in locks
+    with local_places(lambda env: LocalRunner(extra_env=env), jobs=2, gpu_memory_bytes=141 * 1024**3) as places:
+        assert suite.run_suite(
+            problems, results, None, None, save=lambda _: None, on_progress=lambda *_: None,
+            on_done=lambda number, total, _record: done.append((number, total)), places=places,
+        )
+        (lock,) = {environment[GPU_LOCK_VARIABLE] for environment in environments}
+        assert os.path.isdir(os.path.dirname(lock))
+    assert most_at_once[0] == 2 and all("CUDA_VISIBLE_DEVICES" not in env for env in environments)
+    assert not os.path.exists(os.path.dirname(lock))  # the lock's folder is gone with the run
     # one account of the GPU's memory, shared by every problem run side by side
     (room,) = rooms
     assert room is not None and room.capacity == int(141 * 1024**3 * USABLE_SHARE)
     assert GPU_LOCK_VARIABLE not in os.environ
     assert sorted(r["problem"] for r in results["problems"]) == ["a.py", "b.py", "c.py", "d.py"]
+    assert all("placed_on" not in r for r in results["problems"])  # one place: nothing to say
     assert done == [(1, 4), (2, 4), (3, 4), (4, 4)] and results["complete"]
+    assert results["placement"] == {"gpus": 1, "jobs_per_gpu": 2}
+
+
+def one_place():
+    """This host's single place, without locks (as `drtriton bench` with --jobs 1 and --gpus 1)."""
+    return LocalPlaces([GpuSlot(None, {}, None)], 1, lambda env: LocalRunner(extra_env=env))
 
 
 def test_a_timing_waits_for_running_verifications_and_holds_the_gpu_alone(tmp_path, monkeypatch):
@@ -583,7 +599,7 @@ def test_ctrl_c_during_the_first_problem_still_writes_readable_results(tmp_path,
     finished = suite.run_suite(
         problems, gpu_results([]), None, None,
         save=lambda document: write_results(document, tmp_path / "out"),
-        on_progress=lambda *_: None, on_done=lambda *_: None,
+        on_progress=lambda *_: None, on_done=lambda *_: None, places=one_place(),
     )
     assert finished is False
     assert "| problems | 0 |" in (tmp_path / "out" / "results.md").read_text()

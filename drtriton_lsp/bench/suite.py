@@ -21,7 +21,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
 from drtriton_lsp.bench.roofline import BANDWIDTH_TARGET, LIBRARY_TARGET, GraphWork, graph_work
 from drtriton_lsp.compiler.graph import OpGraph
@@ -390,6 +390,23 @@ def snake_case_name(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(name))
 
 
+class Places(Protocol):
+    """Where a bench's problems run (bench/placement.py: this host's GPUs; bench/cluster.py: a Ray cluster's)."""
+
+    concurrency: int  # problems run at once
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def solve(
+        self,
+        problem: Problem,
+        options: OptimizeOptions,
+        copy_ceiling: dict[str, Any] | None,
+        progress: Progress,
+        cancel: threading.Event,
+    ) -> dict[str, Any]: ...
+
+
 def run_suite(
     problems: list[Problem],
     results: dict[str, Any],
@@ -399,14 +416,12 @@ def run_suite(
     save: Callable[[dict[str, Any]], None],
     on_progress: Callable[[int, int, Problem, str], None],
     on_done: Callable[[int, int, dict[str, Any]], None],
-    jobs: int = 1,
-    new_runner: Callable[[], Runner] = LocalRunner,
-    gpu_memory_bytes: int | None = None,
+    places: Places,
 ) -> bool:
-    """Run every problem not yet in `results`, `jobs` at a time, saving after each; False when interrupted (Ctrl-C).
-    new_runner: makes each problem's runner (this machine's workers by default); gpu_memory_bytes: the GPU's memory.
+    """Run every problem not yet in `results`, `places.concurrency` at a time, saving after each; False when
+    interrupted (Ctrl-C).
 
-    Problems run side by side share the GPU through a lock their workers take: verifications together,
+    Problems run side by side on one GPU share it through a lock their workers take: verifications together,
     each timing alone (worker/gpu_lock.py), and each job that holds its task's tensors there waits until they fit
     (engine/gpu_memory.py). An interrupted problem leaves no record, so a later run with the same results picks it up.
     """
@@ -414,19 +429,18 @@ def run_suite(
     pending = [problem for problem in problems if problem.name not in recorded]
     speed_measured = results["device"]["kind"] == "cuda"
     results["complete"] = False
+    results["placement"] = places.describe()
     results["summary"] = summarize(results["problems"], speed_measured)
     stop = threading.Event()
     finished = 0
 
-    gpu_memory = GpuMemory(gpu_memory_bytes) if jobs > 1 and gpu_memory_bytes else None
-
     def run(number: int, problem: Problem) -> dict[str, Any]:
-        return run_problem(
-            problem, options, copy_ceiling, lambda message: on_progress(number, len(pending), problem, message),
-            cancel=stop, new_runner=new_runner, gpu_memory=gpu_memory,
-        )
+        def progress(message: str) -> None:
+            on_progress(number, len(pending), problem, message)
 
-    with shared_gpu_lock(jobs > 1), concurrent.futures.ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
+        return places.solve(problem, options, copy_ceiling, progress, stop)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(places.concurrency, 1)) as pool:
         futures = [pool.submit(run, number, problem) for number, problem in enumerate(pending, start=1)]
         try:
             for future in concurrent.futures.as_completed(futures):

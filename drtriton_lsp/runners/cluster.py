@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Iterator
 
 from drtriton_lsp.errors import DrtritonError
 
 INSTALL_HINT = "install the cluster extra: pip install 'drtriton-lsp[cluster]' (Ray 2.60 on every node too)"
 # The address that starts a Ray of this machine's own for the run (and stops it at the end), instead of joining one.
 LOCAL_CLUSTER = "local"
+# Ray Client's head starts a server per client, and on a busy head that start fails now and then ("Starting Ray client
+# server failed": measured here, 2 of 6 connections to a fresh local head): so many connections are tried in all.
+CLIENT_CONNECT_ATTEMPTS = 3
+# ray.init keeps retrying an address where nothing listens for minutes: a plain TCP connection says so in seconds.
+REACH_TIMEOUT_S = 10
 # How many times Ray runs a task again when its worker process or its node dies (not when the task itself fails:
 # a problem's failure is a result, recorded like any other).
 TASK_RETRIES = 3
@@ -38,12 +44,8 @@ def connected(address: str) -> Iterator[ModuleType]:
     ray = import_ray()
     if ray.is_initialized():
         raise DrtritonError("Ray is already connected in this process", "run one cluster job per process")
-    options: dict[str, Any] = {"log_to_driver": False}
     try:
-        if address == LOCAL_CLUSTER:
-            ray.init(include_dashboard=False, **options)
-        else:
-            ray.init(address=address, **options)
+        _connect(ray, address)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as error:
         raise DrtritonError(
             f"cannot connect to the Ray cluster at {address}: {error}",
@@ -55,6 +57,35 @@ def connected(address: str) -> Iterator[ModuleType]:
         yield ray
     finally:
         ray.shutdown()
+
+
+def _connect(ray: ModuleType, address: str) -> None:
+    """ray.init for `address`, trying a Ray Client connection again when the head failed to start its server."""
+    if address == LOCAL_CLUSTER:
+        ray.init(include_dashboard=False, log_to_driver=False)
+        return
+    check_reachable(address)
+    for attempt in range(1, CLIENT_CONNECT_ATTEMPTS + 1):
+        try:
+            ray.init(address=address, log_to_driver=False)
+            return
+        except RuntimeError as error:
+            transient = address.startswith("ray://") and "client server failed" in str(error)
+            if not transient or attempt == CLIENT_CONNECT_ATTEMPTS:
+                raise
+            ray.shutdown()
+
+
+def check_reachable(address: str) -> None:
+    """Raises ConnectionError when nothing accepts a TCP connection at a `HEAD:PORT` or `ray://HEAD:PORT` address
+    within REACH_TIMEOUT_S (`auto` and other forms are left to Ray)."""
+    host, separator, port = address.removeprefix("ray://").rpartition(":")
+    if not separator or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=REACH_TIMEOUT_S).close()
+    except OSError as error:
+        raise ConnectionError(f"nothing answers at {host}:{port} ({error})") from None
 
 
 def cluster_gpus(ray: ModuleType) -> int:

@@ -24,6 +24,7 @@ def describe_devices() -> dict:
         "cuda_available": cuda,
         "cuda_device_name": torch.cuda.get_device_name(0) if cuda else None,
         "cuda_memory_bytes": torch.cuda.get_device_properties(0).total_memory if cuda else None,
+        "cuda_device_count": torch.cuda.device_count() if cuda else 0,
         "cpu_name": cpu_model_name(),
         "versions": {
             "python": sys.version.split()[0],
