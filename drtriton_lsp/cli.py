@@ -129,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _search_cache_option(optimize)
     optimize.add_argument(
+        "--gpus",
+        type=_positive,
+        default=1,
+        help="with --search: measure each target's fragments on the first N GPUs of this host side by side (default "
+        "1); a fragment's variants are all timed on one GPU, alone there",
+    )
+    optimize.add_argument(
         "--schedule",
         type=Path,
         help="decode this schedule script (see a report's kernel.schedule) instead of the compiler's default; needs --target",
@@ -317,6 +324,12 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
             "--schedule applies to one target, and none was named",
             "add --target NAME (a script lists the ops of one target's graph)",
         )
+    if args.gpus > 1 and not args.search:
+        raise DrtritonError("--gpus spreads a search's fragments over GPUs, and --search is missing",
+                            "add --search (or leave out --gpus)")
+    if args.gpus > 1 and args.remote:
+        raise DrtritonError("--gpus spreads the search over this machine's GPUs, and --remote runs it on another",
+                            "leave out --gpus with --remote")
     schedule = read_source(args.schedule) if args.schedule else None
     options = OptimizeOptions(
         device=args.device,
@@ -325,6 +338,7 @@ def optimize_command(args: argparse.Namespace, console: Console) -> int:
         search=args.search,
         search_budget=SearchBudget(seconds=args.search_seconds),
         search_cache=args.search_cache,
+        search_gpus=args.gpus,
         model=model_settings(args),
     )
     outcomes = []
@@ -556,7 +570,7 @@ def _bench_on(args: argparse.Namespace, console: Console, argv: list[str], ray) 
     import datetime
     import shlex
 
-    from drtriton_lsp.bench.placement import check_gpu_count, local_places
+    from drtriton_lsp.bench.placement import local_places
     from drtriton_lsp.bench.suite import (
         git_commit,
         load_results,
@@ -568,6 +582,7 @@ def _bench_on(args: argparse.Namespace, console: Console, argv: list[str], ray) 
     from drtriton_lsp.bench.suite_report import progress_line, render_console_summary, write_results
     from drtriton_lsp.engine.devices import describe_device, resolve_device
     from drtriton_lsp.runners.choice import runner_for
+    from drtriton_lsp.runners.gpus import check_gpu_count
     from drtriton_lsp.runners.local import LocalRunner
     from drtriton_lsp.runners.runner import JobFailure
 

@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from drtriton_lsp.bench import suite
-from drtriton_lsp.bench.placement import GpuSlot, LocalPlaces, local_places
+from drtriton_lsp.bench.placement import LocalPlaces, local_places
 from drtriton_lsp.bench.roofline import GraphWork, MatmulShape, broadcast_matmul_shape, einsum_shape, graph_work
 from drtriton_lsp.bench.suite_plots import roofline_chart, speedup_chart
 from drtriton_lsp.bench.suite_report import progress_line, render_markdown, write_results
@@ -26,6 +26,7 @@ from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.engine.gpu_memory import USABLE_SHARE
 from drtriton_lsp.engine.pipeline import OptimizeOptions
 from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.runners.gpus import GpuSlot
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
 from drtriton_lsp.runners.runner import JobFailure

@@ -11,9 +11,10 @@ import time
 import pytest
 
 from drtriton_lsp.bench import suite
-from drtriton_lsp.bench.placement import check_gpu_count, local_places, visible_gpu_ids
+from drtriton_lsp.bench.placement import local_places
 from drtriton_lsp.cli import build_parser, check_bench_placement
 from drtriton_lsp.errors import DrtritonError
+from drtriton_lsp.runners.gpus import check_gpu_count, visible_gpu_ids
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
 from tests.test_bench import gpu_results, record

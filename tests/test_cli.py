@@ -129,6 +129,19 @@ def test_an_unknown_target_lists_the_real_ones(example_copy):
     assert finished.returncode == 2 and "MLPBlock" in finished.stderr
 
 
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["--gpus", "2"], "--search is missing"),
+        (["--gpus", "2", "--search", "--remote", "ssh://gpu-box"], "leave out --gpus with --remote"),
+        (["--gpus", "2", "--search", "--device", "cpu"], "--gpus 2 needs CUDA GPUs"),
+    ],
+)
+def test_a_search_over_gpus_it_cannot_have_is_refused_with_what_to_do(example_copy, options, says):
+    finished = drtriton("optimize", str(example_copy("mlp_block.py")), *options)
+    assert finished.returncode == 2 and says in " ".join(finished.stderr.split())
+
+
 @pytest.mark.slow
 def test_asking_for_cuda_without_a_gpu_is_bad_input(example_copy):
     import torch

@@ -42,6 +42,7 @@ class GpuMemory:
     the order they asked (a large job waiting is not overtaken by smaller ones forever)."""
 
     def __init__(self, total_bytes: int):
+        self.total_bytes = total_bytes
         self.capacity = int(total_bytes * USABLE_SHARE)
         self.reserved = 0
         self.holders = 0

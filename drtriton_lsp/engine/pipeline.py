@@ -49,6 +49,7 @@ from drtriton_lsp.models.answer_cache import ANSWERS_FOLDER, CachingBackend
 from drtriton_lsp.models.backends import ModelUnavailable, open_backend
 from drtriton_lsp.models.settings import ModelSettings
 from drtriton_lsp.models.sources import COMPILER, COMPILER_ORIGIN, MODEL
+from drtriton_lsp.runners.gpus import check_gpu_count
 from drtriton_lsp.source.applied import applied_kernels
 from drtriton_lsp.source.dispatch import describe_guard
 from drtriton_lsp.source.extract import extract_task
@@ -82,6 +83,8 @@ class OptimizeOptions:
     search_budget: SearchBudget = field(default_factory=SearchBudget)
     search_parallel: int = 2
     search_cache: Path | None = None
+    # the GPUs of this host a search measures its fragments on, side by side (one fragment to a GPU at a time)
+    search_gpus: int = 1
     # a model writing candidates beside the compiler (backend "none": the compiler alone)
     model: ModelSettings = field(default_factory=ModelSettings)
 
@@ -161,6 +164,8 @@ def optimize_target(
     guards = capture["guards"]
     # verification and timing may hold the task's tensors several times over: their caps follow the task's size
     session = session.for_task(graph, device, devices.get("cuda_memory_bytes"))
+    if options.search:
+        check_gpu_count(options.search_gpus, device, devices)
     # TF32 where the user's settings let PyTorch use it (a search's variants; the report says which kernels did)
     tf32_templates = tf32_allowed(capture.get("precision", {}))
     options = dataclasses.replace(
@@ -513,18 +518,21 @@ def _search(
     key = cache.key(task.source, graph, environment, budget)
     result = cache.load(key)
     if result is None:
-        measurer = WorkerMeasurer(session, device=device, trials=options.trials, parallel=options.search_parallel)
-
         def candidate_of(schedule: str) -> str:
             compiled = compile_graph(
                 graph, prefix=snake_case(target_name), forward_params=forward_params, has_self=True, schedule=schedule
             )
             return written_back_candidate(task, compiled, guards)
 
-        with clock.stage("search"):
+        with clock.stage("search"), session.on_each_gpu(options.search_gpus) as gpu_sessions:
+            first, *others = [
+                WorkerMeasurer(gpu_session, device=device, trials=options.trials, parallel=options.search_parallel)
+                for gpu_session in gpu_sessions
+            ]
             result = search_schedule(
-                graph, parse_schedule(program.schedule), name=snake_case(target_name), measure=measurer,
+                graph, parse_schedule(program.schedule), name=snake_case(target_name), measure=first,
                 budget=budget, progress=session.step, cancel=session.cancel, whole=WholeProgram(task, candidate_of),
+                more_measures=others,
             )
         cache.store(key, result)
     else:

@@ -7,7 +7,7 @@ schedule is measured whole against the same with its kept convolutions channels-
 Budgeted in seconds (a hard limit: a fragment still being measured when they run out is stopped and keeps
 its default) and candidates, cancellable (the best verified result so far is kept), reported as it goes, and
 cached by task and environment so a repeated search is instant. The winner is always a schedule script, so it
-can be reproduced and refined.
+can be reproduced and refined. With a measurer per GPU, fragments are measured side by side, one to a GPU.
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ import hashlib
 import json
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+import queue
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.fragments import (
+    SearchStep,
     UnsearchableFragment,
     channels_last_schedule,
     fragment_graph,
@@ -206,6 +208,7 @@ def search_schedule(
     progress: Callable[[str], None] = lambda _message: None,
     cancel: threading.Event | None = None,
     whole: WholeProgram | None = None,
+    more_measures: Sequence[FragmentMeasurer] = (),
 ) -> SearchResult:
     """Measure the alternatives of every kernel line of `base` and assemble the fastest verified ones.
 
@@ -213,7 +216,8 @@ def search_schedule(
     lines in order, but for those of a convolution the layout step made channels-last. When the budget runs out or
     `cancel` is set, the line being measured is stopped and the lines not yet searched keep their default, so the
     result is always a complete, decodable schedule. whole: the target's own task for the layout step (else the
-    graph as a fragment task).
+    graph as a fragment task). more_measures: measurers of other GPUs, on which later lines are measured side by side
+    with `measure`'s (each fragment's alternatives all on one GPU, so they are compared on the same one).
     """
     started = time.monotonic()
     result = SearchResult(schedule=print_schedule(base))
@@ -225,7 +229,7 @@ def search_schedule(
         )
         if not result.stopped:
             result.stopped = _search_steps(
-                graph, base, name=name, measure=measure, budget=budget, progress=progress, cancel=cancel,
+                graph, base, name=name, measures=[measure, *more_measures], budget=budget, progress=progress, cancel=cancel,
                 deadline=deadline, result=result, replacements=replacements,
             )
     result.schedule = print_schedule(assemble(base, replacements))
@@ -329,60 +333,119 @@ def _layout_step(
     return (relaid if best.label == "channels_last" else schedule), ""
 
 
+class _StepsInFlight:
+    """What the steps measured side by side share: the candidates taken from the budget, those measured and verified
+    so far (for progress), why measuring stopped, and each step's outcome (folded into the result in the steps' order
+    at the end)."""
+
+    def __init__(self, result: SearchResult):
+        self.lock = threading.Lock()
+        self.taken = self.tried = result.candidates
+        self.verified = result.verified
+        self.stopped = ""
+        self.measured: dict[int, tuple[SearchStep, FragmentResult]] = {}
+
+    def stop(self, reason: str) -> None:
+        with self.lock:
+            self.stopped = self.stopped or reason
+
+
 def _search_steps(
-    graph: OpGraph, base: Schedule, *, name: str, measure: FragmentMeasurer, budget: SearchBudget,
+    graph: OpGraph, base: Schedule, *, name: str, measures: Sequence[FragmentMeasurer], budget: SearchBudget,
     progress: Callable[[str], None], cancel: threading.Event | None, deadline: Deadline, result: SearchResult,
     replacements: dict[int, str],
 ) -> str:
-    """Measure the steps in order into `result` and `replacements`; returns why it stopped early ("" if it did not)."""
+    """Measure the steps into `result` and `replacements`, each on the first free measurer (one per GPU, so fragments
+    are measured side by side, in order); returns why it stopped early ("" if it did not)."""
     steps = search_steps(graph, base)
-    for number, step in enumerate(steps, start=1):
-        if cancel is not None and cancel.is_set():
-            return "cancelled"
-        if any(isinstance(line, KeepLine) and line.layout for line in step.lines):
-            # measured alone its input would be converted each time: the layout step measured it in place instead
-            progress(f"fragment {number}/{len(steps)} ({','.join(step.nodes)}): kept channels-last (the layout step)")
-            continue
-        remaining = budget.candidates - result.candidates
-        if deadline.expired() or remaining <= 0:
-            return "budget"
-        try:
-            options = step_alternatives(graph, step, tf32_templates=budget.tf32_templates)
-            fragment = fragment_graph(graph, step.nodes)
-        except UnsearchableFragment as why:
-            progress(f"fragment {number}/{len(steps)} ({','.join(step.nodes)}): not searched, {why.message}")
-            continue
-        options = options[: min(budget.per_fragment, remaining)]
+    free: queue.Queue[FragmentMeasurer] = queue.Queue()
+    for measure in measures:
+        free.put(measure)
+    shared = _StepsInFlight(result)
+    running: list[Future] = []
+    with ThreadPoolExecutor(max_workers=len(measures), thread_name_prefix="drtriton-fragment") as pool:
+        for number, step in enumerate(steps, start=1):
+            measure = free.get()  # waits while every measurer is busy
+            if shared.stopped:
+                break
+            if cancel is not None and cancel.is_set():
+                shared.stop("cancelled")
+                break
+            what = f"fragment {number}/{len(steps)} ({','.join(step.nodes)})"
+            if any(isinstance(line, KeepLine) and line.layout for line in step.lines):
+                # measured alone its input would be converted each time: the layout step measured it in place instead
+                progress(f"{what}: kept channels-last (the layout step)")
+                free.put(measure)
+                continue
+            remaining = budget.candidates - shared.taken
+            if deadline.expired() or remaining <= 0:
+                shared.stop("budget")
+                break
+            try:
+                options = step_alternatives(graph, step, tf32_templates=budget.tf32_templates)
+                fragment = fragment_graph(graph, step.nodes)
+            except UnsearchableFragment as why:
+                progress(f"{what}: not searched, {why.message}")
+                free.put(measure)
+                continue
+            options = options[: min(budget.per_fragment, remaining)]
+            with shared.lock:
+                shared.taken += len(options)
+            running.append(pool.submit(
+                _measure_step, graph, step, number, fragment, options, name=name, what=what, measure=measure,
+                budget=budget, cancel=cancel, deadline=deadline, progress=progress, shared=shared, free=free,
+                total=len(steps),
+            ))  # fmt: skip
+    for finished in running:
+        finished.result()  # a measurer's own bug is raised here, not lost in its thread
+    for number in sorted(shared.measured):
+        step, fragment_result = shared.measured[number]
+        result.fragments.append(fragment_result)
+        result.candidates += len(fragment_result.alternatives)
+        result.verified += sum(alternative.verified for alternative in fragment_result.alternatives)
+        # the chosen lines take the step's last line's place (a kept op measured with the kernel after it moves there)
+        replacements.update({position: "" for position in step.positions[:-1]})
+        replacements[step.positions[-1]] = fragment_result.best.script
+    return shared.stopped
+
+
+def _measure_step(
+    graph: OpGraph, step: SearchStep, number: int, fragment: OpGraph, options: list[tuple[str, tuple[KernelLine | KeepLine, ...]]],
+    *, name: str, what: str, measure: FragmentMeasurer, budget: SearchBudget, cancel: threading.Event | None,
+    deadline: Deadline, progress: Callable[[str], None], shared: _StepsInFlight, free: queue.Queue, total: int,
+) -> None:
+    """Measure one step's options with `measure` into `shared`, then give the measurer back to `free`."""
+    try:
         description = f"{name}, ops {','.join(step.nodes)}"
         task = Task(name=f"{name}_fragment_{number}", kind="module", source=fragment_task_source(fragment, description))
-        what = f"fragment {number}/{len(steps)} ({','.join(step.nodes)})"
         try:
             pytorch_ms, alternatives = _measure_options(
                 fragment, options, _fragment_sources(fragment, options, task, description), task=task,
                 measure=measure, budget=budget, cancel=cancel, deadline=deadline, progress=progress, what=what,
             )  # fmt: skip
         except _Stopped as stopped:
-            return stopped.reason
+            shared.stop(stopped.reason)
+            return
         except DrtritonError as failure:  # this fragment's task could not run: it keeps its default, the rest go on
+            with shared.lock:
+                shared.taken -= len(options)
             progress(f"{what}: not searched, {failure.message}")
-            continue
+            return
         # PyTorch's own kernels for the fragment are exact by construction: measured, not verified
         for alternative in alternatives:
             if alternative.label == "pytorch":
                 alternative.verified, alternative.ms = True, pytorch_ms
         best = choose(alternatives)
-        result.candidates += len(alternatives)
-        result.verified += sum(alternative.verified for alternative in alternatives)
-        result.fragments.append(FragmentResult(step.positions[0] + 1, list(step.nodes), pytorch_ms, alternatives, best.label))
-        # the chosen lines take the step's last line's place (a kept op measured with the kernel after it moves there)
-        replacements.update({position: "" for position in step.positions[:-1]})
-        replacements[step.positions[-1]] = best.script
+        measured = FragmentResult(step.positions[0] + 1, list(step.nodes), pytorch_ms, alternatives, best.label)
+        with shared.lock:
+            shared.measured[number] = (step, measured)
+            shared.tried += len(alternatives)
+            shared.verified += sum(alternative.verified for alternative in alternatives)
+            tried, verified = shared.tried, shared.verified
         timing = f", {best.ms:.4g} ms vs PyTorch {pytorch_ms:.4g} ms" if best.ms and pytorch_ms else ""
-        progress(
-            f"fragment {number}/{len(steps)}: best '{best.label}'{timing}; "
-            f"{result.candidates} candidates tried, {result.verified} verified"
-        )
-    return ""
+        progress(f"fragment {number}/{total}: best '{best.label}'{timing}; {tried} candidates tried, {verified} verified")
+    finally:
+        free.put(measure)
 
 
 class SearchCache:

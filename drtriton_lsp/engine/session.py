@@ -11,13 +11,14 @@ import contextlib
 import dataclasses
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.gpu_memory import GPU_MEMORY_METHODS, GpuMemory, task_gpu_bytes
 from drtriton_lsp.engine.memory_caps import with_task_memory_caps
 from drtriton_lsp.errors import DrtritonError
-from drtriton_lsp.runners.local import worker_python_path
+from drtriton_lsp.runners.gpus import gpu_slots
+from drtriton_lsp.runners.local import LocalRunner, worker_python_path
 from drtriton_lsp.runners.runner import JobFailure, JobLimits, Runner
 
 Progress = Callable[[str], None]
@@ -90,6 +91,28 @@ class WorkerSession:
             return dataclasses.replace(self, limits=limits)
         gpu_memory = self.gpu_memory or GpuMemory(gpu_total_bytes)
         return dataclasses.replace(self, limits=limits, gpu_memory=gpu_memory, gpu_bytes=task_gpu_bytes(graph))
+
+    @contextlib.contextmanager
+    def on_each_gpu(self, count: int) -> Iterator[list[WorkerSession]]:
+        """This session once for each of the first `count` GPUs of this host, for the block: each one's workers see
+        their GPU alone and take its lock, with room on it of their own (`count` 1: this session alone, unchanged).
+        Only for workers on this machine: a DrtritonError for a remote runner."""
+        if count <= 1:
+            yield [self]
+            return
+        runner = self.runner
+        if type(runner) is not LocalRunner:
+            raise DrtritonError(
+                f"--gpus {count} spreads the work over this machine's GPUs, but the workers run on {runner.host}",
+                "leave out --gpus with --remote",
+            )
+        total_bytes = self.gpu_memory.total_bytes if self.gpu_memory is not None else None
+        with gpu_slots(count, sharing=True, gpu_memory_bytes=total_bytes) as slots, contextlib.ExitStack() as runners:
+            sessions = []
+            for slot in slots:
+                gpu_runner = runners.enter_context(LocalRunner(runner.python, {**runner.extra_env, **slot.env}))
+                sessions.append(dataclasses.replace(self, runner=gpu_runner, gpu_memory=slot.memory))
+            yield sessions
 
     def step(self, message: str) -> None:
         """Say what the request is doing now."""

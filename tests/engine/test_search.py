@@ -29,9 +29,12 @@ from drtriton_lsp.engine.search import (
     choose,
     search_schedule,
 )
+from drtriton_lsp.engine.gpu_memory import GpuMemory
 from drtriton_lsp.engine.session import Cancelled, WorkerLimits, WorkerSession
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
+from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
+from drtriton_lsp.runners.ssh import RemoteHost, SshRunner
 from drtriton_lsp.task import Task, load_module_from_source
 from drtriton_lsp.worker.capture import capture_graph
 
@@ -234,6 +237,95 @@ def test_a_fragment_whose_task_cannot_run_keeps_its_default_and_the_search_goes_
     )
     assert result.stopped == "" and len(result.fragments) == len(search_steps(graph, base)) - 1
     assert any("not searched, TypeError while drawing example inputs" in message for message in messages)
+
+
+def test_fragments_are_measured_side_by_side_on_several_gpus_and_assembled_as_on_one(graph):
+    base = default_schedule(graph)
+    times = {"BLOCK = 4096": 0.1, "BLOCK = 2048": 0.5}
+    alone = search_schedule(graph, base, name="t", measure=fake_measurer(times), budget=SearchBudget())
+    both_started = threading.Barrier(2, timeout=10)  # passes only when two fragments are measured at once
+    measured_on: dict[str, str] = {}
+
+    def on_gpu(gpu: str):
+        inner = fake_measurer(times)
+
+        def measure(task, fragment, candidates, stop):
+            measured_on[task.name] = gpu
+            both_started.wait()
+            return inner(task, fragment, candidates, stop)
+
+        return measure
+
+    side_by_side = search_schedule(
+        graph, base, name="t", measure=on_gpu("0"), more_measures=[on_gpu("1")], budget=SearchBudget()
+    )
+    assert sorted(measured_on.values()) == ["0", "1"] and len(measured_on) == len(search_steps(graph, base))
+    assert side_by_side.schedule == alone.schedule and not side_by_side.stopped
+    assert [f.line for f in side_by_side.fragments] == [f.line for f in alone.fragments]
+    assert (side_by_side.candidates, side_by_side.verified) == (alone.candidates, alone.verified)
+
+
+def test_the_candidate_budget_holds_across_gpus(graph):
+    per_fragment = len(line_alternatives(graph, kernel_lines(graph)[0]))
+    first, second = fake_measurer({"BLOCK = 2048": 0.5}), fake_measurer({"BLOCK = 2048": 0.5})
+    result = search_schedule(
+        graph, default_schedule(graph), name="t", measure=first, more_measures=[second],
+        budget=SearchBudget(candidates=per_fragment),
+    )
+    assert result.stopped == "budget" and len(result.fragments) == 1 and result.candidates == per_fragment
+    assert len(first.calls) + len(second.calls) == 1
+
+
+def test_the_seconds_budget_stops_the_fragments_measured_on_every_gpu(graph):
+    stopped_on: list[str] = []
+
+    def until_stopped(gpu: str):
+        def measure(task, fragment, candidates, stop):
+            try:
+                return measure_until_stopped(task, fragment, candidates, stop)
+            finally:
+                stopped_on.append(gpu)
+
+        return measure
+
+    started = time.monotonic()
+    result = search_schedule(
+        graph, default_schedule(graph), name="t", measure=until_stopped("0"), more_measures=[until_stopped("1")],
+        budget=SearchBudget(seconds=0.4),
+    )
+    assert time.monotonic() - started < 0.4 * 1.1 + 0.1
+    assert sorted(stopped_on) == ["0", "1"]  # both GPUs had a fragment when the budget ran out
+    assert result.stopped == "budget" and result.fragments == []
+    assert result.schedule == print_schedule(default_schedule(graph))
+
+
+def test_a_measurer_that_breaks_is_an_error_not_a_silent_default(graph):
+    def broken(task, fragment, candidates, stop):
+        raise ZeroDivisionError("a bug in the measurer")
+
+    with pytest.raises(ZeroDivisionError):
+        search_schedule(
+            graph, default_schedule(graph), name="t", measure=broken, more_measures=[broken], budget=SearchBudget()
+        )
+
+
+def test_a_search_on_several_gpus_gives_each_gpu_its_own_workers_lock_and_room(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5,7")
+    session = WorkerSession(LocalRunner(extra_env={"KEPT": "1"}), gpu_memory=GpuMemory(80 * 2**30), gpu_bytes=10)
+    with session.on_each_gpu(2) as sessions:
+        environments = [gpu_session.runner.extra_env for gpu_session in sessions]
+        assert [environment["CUDA_VISIBLE_DEVICES"] for environment in environments] == ["2", "5"]
+        assert all(environment["KEPT"] == "1" for environment in environments)
+        assert len({environment[GPU_LOCK_VARIABLE] for environment in environments}) == 2
+        assert sessions[0].gpu_memory is not sessions[1].gpu_memory
+        assert {gpu_session.gpu_memory.total_bytes for gpu_session in sessions} == {80 * 2**30}
+        assert [gpu_session.gpu_bytes for gpu_session in sessions] == [10, 10]
+    with session.on_each_gpu(1) as sessions:
+        assert sessions == [session]
+    remote = WorkerSession(SshRunner(remote=RemoteHost.parse("ssh://gpu-box")))
+    with pytest.raises(DrtritonError, match="workers run on ssh://gpu-box"):
+        with remote.on_each_gpu(2):
+            pass
 
 
 class ScalarAndMatrix(nn.Module):
