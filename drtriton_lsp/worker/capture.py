@@ -27,6 +27,7 @@ from torch.export import Dim
 from drtriton_lsp.compiler import aten_schemas
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.errors import CaptureError
+from drtriton_lsp.worker.composite_ops import open_composite_ops
 from drtriton_lsp.worker.decomposed_norms import fold_decomposed_norms
 from drtriton_lsp.worker.in_place import functional_program, functionalize_in_place_ops, writes_in_place
 from drtriton_lsp.worker.op_schemas import encoded_constant, schemas_of
@@ -228,10 +229,11 @@ def capture_graph(model: torch.nn.Module, args: tuple, task_file: Path | None = 
 
 
 def capture(model: torch.nn.Module, args: tuple, task_file: Path | None = None, free_sizes: bool = True) -> Capture:
-    """Export `model` on `args` (see `export_with_fallback`), write in-place ops on fresh values as functional ops
+    """Export `model` on `args` (see `export_with_fallback`), open composite ops export keeps whole (recurrent
+    cells, prelu: worker/composite_ops.py), write in-place ops on fresh values as functional ops
     (worker/in_place.py), fold decomposed norms back (worker/decomposed_norms.py), and flatten it into an OpGraph."""
     export = export_with_fallback(model, args, task_file, free_sizes)
-    exported = export.program
+    exported = open_composite_ops(export.program)
     functionalize_in_place_ops(exported.graph_module)
     if writes_in_place(exported.graph):
         exported = functional_program(exported) or exported

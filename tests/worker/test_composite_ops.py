@@ -1,0 +1,127 @@
+"""Composite ops opened after export: each formula gives what PyTorch's op gives (recurrent cells, prelu), a captured
+graph holds the matmuls and pointwise ops instead of the composite, and these then run in Triton, verified (the
+interpreter).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+from drtriton_lsp.compiler.codegen import compile_graph
+from drtriton_lsp.task import load_module_from_source
+from drtriton_lsp.worker.capture import capture_graph
+from drtriton_lsp.worker.composite_ops import OPENED_COMPOSITES, open_composite_ops
+
+aten = torch.ops.aten
+
+CELLS = [
+    (aten.gru_cell.default, lambda bias: nn.GRUCell(5, 7, bias=bias)),
+    (aten.lstm_cell.default, lambda bias: nn.LSTMCell(5, 7, bias=bias)),
+    (aten.rnn_tanh_cell.default, lambda bias: nn.RNNCell(5, 7, bias=bias)),
+    (aten.rnn_relu_cell.default, lambda bias: nn.RNNCell(5, 7, bias=bias, nonlinearity="relu")),
+]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize(("op", "make_cell"), CELLS)
+def test_each_opened_cell_computes_what_pytorchs_cell_computes(op, make_cell, bias):
+    torch.manual_seed(0)
+    cell = make_cell(bias).double()
+    x, h, c = torch.randn(3, 5).double(), torch.randn(3, 7).double(), torch.randn(3, 7).double()
+    state = (h, c) if isinstance(cell, nn.LSTMCell) else h
+    weights = [cell.weight_ih, cell.weight_hh, *([cell.bias_ih, cell.bias_hh] if bias else [])]
+    with torch.no_grad():
+        expected = op(x, list(state) if isinstance(state, tuple) else state, *weights)
+        opened = OPENED_COMPOSITES[op](x, state, *weights)
+    for got, want in zip(opened if isinstance(opened, tuple) else (opened,),
+                         expected if isinstance(expected, tuple) else (expected,)):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("shape", "channels"),  # an input of rank < 2 has no channel dim: one weight
+    [((), 1), ((5,), 1), *[(shape, channels) for shape in [(3, 4), (2, 4, 5), (2, 4, 3, 3), (2, 4, 2, 3, 2)]
+                           for channels in (1, 4)]],
+)
+def test_opened_prelu_computes_what_pytorchs_prelu_computes(shape, channels):
+    torch.manual_seed(0)
+    x = torch.randn(shape, dtype=torch.float64)
+    x.view(-1)[:1] = float("nan")
+    weight = torch.randn(channels, dtype=torch.float64)
+    torch.testing.assert_close(OPENED_COMPOSITES[aten.prelu.default](x, weight), aten.prelu(x, weight), equal_nan=True)
+
+
+def test_a_captured_prelu_is_a_select_by_sign_in_a_pointwise_kernel():
+    model = nn.Sequential(nn.PReLU(8), nn.PixelShuffle(2), nn.PReLU()).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = capture_graph(model, (torch.randn(2, 8, 4, 4),))
+    ops = [node.op for node in graph.nodes]
+    assert "aten.prelu.default" not in ops and "aten.where.self" in ops
+    program = compile_graph(graph, prefix="prelu", forward_params=["input"], has_self=True)
+    assert "aten.where.self" in program.replaced_ops
+
+
+CELLS_SOURCE = '''
+import torch
+import torch.nn as nn
+
+
+class Cells(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRUCell(24, 32)
+        self.lstm = nn.LSTMCell(24, 32, bias=False)
+        self.rnn = nn.RNNCell(24, 32, nonlinearity="relu")
+
+    def forward(self, x, h, c):
+        out, new_c = self.lstm(x, (h, c))
+        return self.gru(x, out) + self.rnn(x, h), new_c
+
+
+def get_inputs():
+    return [torch.randn(6, 24), torch.randn(6, 32), torch.randn(6, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_captured_graph_holds_the_cells_matmuls_and_gates_and_the_gates_get_kernels(tmp_path):
+    module = load_module_from_source(CELLS_SOURCE, "cells", tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = capture_graph(module.Cells().eval(), tuple(module.get_inputs()))
+    ops = [node.op for node in graph.nodes]
+    assert not [op for op in ops if op.removeprefix("aten.").split(".")[0].endswith("_cell")]
+    assert ops.count("aten.linear.default") == 6 and "aten.sigmoid.default" in ops and "aten.tanh.default" in ops
+    program = compile_graph(graph, prefix="cells", forward_params=["x", "h", "c"], has_self=True)
+    assert {"aten.sigmoid.default", "aten.tanh.default", "aten.relu.default"} <= set(program.replaced_ops)
+
+
+def test_a_program_without_cells_is_left_as_it_is():
+    exported = torch.export.export(nn.Linear(4, 4), (torch.randn(2, 4),))
+    assert open_composite_ops(exported) is exported
+
+
+@pytest.mark.slow
+def test_recurrent_cells_are_verified_end_to_end_with_their_gates_in_triton(tmp_path):
+    (tmp_path / "cells.py").write_text(CELLS_SOURCE)
+    finished = subprocess.run(
+        [sys.executable, "-m", "drtriton_lsp.cli", "optimize", str(tmp_path / "cells.py"), "--device", "cpu",
+         "--trials", "2", "--json", str(tmp_path / "report.json")],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    report = report[0] if isinstance(report, list) else report
+    assert report["status"] == "verified"
+    assert "aten.tanh.default" in report["replaced_ops"] or "aten.tanh_.default" in report["replaced_ops"]
