@@ -54,12 +54,23 @@ OUTCOMES = ("verified", "rejected", "unparsed", "cheating")
 CORRECTNESS = {"verified": VERIFIED_REWARD, "rejected": REJECTED_REWARD, "unparsed": UNPARSED_REWARD,
                "cheating": CHEATING_REWARD}
 CAPTURE_LIMITS = JobLimits(timeout_s=180)
-BENCHMARK_LIMITS = JobLimits(timeout_s=300)
-# r_s of a verified rollout whose timing failed (a kernel too slow to time within BENCHMARK_LIMITS, or a worker that
+# r_s of a verified rollout whose timing failed (a kernel too slow to time within its limit, or a worker that
 # crashed): as if 100 times slower than eager, so a kernel that cannot be timed never looks as fast as PyTorch.
 UNTIMED_SPEED = math.log(1 / 100)
 # How often a judging still waited on says what it waits for (a step that stalls says which rollout holds it).
 WAITING_REPORT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Judging:
+    """How each rollout is judged: verification trials, and how long a rollout's verification and its program's
+    grouped timing may take. A job past its limit is stopped (so one slow kernel cannot hold a step, and a chunk, for
+    many minutes): a verification stopped that way is a rejection (`timeout`), a timing leaves its program's verified
+    rollouts untimed (UNTIMED_SPEED)."""
+
+    trials: int = 5
+    verify_timeout_s: float = 120.0
+    timing_timeout_s: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -146,7 +157,7 @@ def _capture_of(program: RlProgram):
     return _captures[program.hash]
 
 
-def judge_job(program: RlProgram, completion: str, kind: str, device: str, trials: int) -> RolloutVerdict:
+def judge_job(program: RlProgram, completion: str, kind: str, device: str, judging: Judging) -> RolloutVerdict:
     """Pool job: parse one rollout and verify the module it stands for (a verified one keeps its module for timing)."""
     from drtriton_training.evaluate import NO_KERNEL, module_of
     from drtriton_training.teach import TeachOptions, verify_module
@@ -157,19 +168,21 @@ def judge_job(program: RlProgram, completion: str, kind: str, device: str, trial
         if problem == NO_KERNEL:
             return RolloutVerdict("cheating", "no_triton_kernel", problem)
         return RolloutVerdict("unparsed", problem[:300])
-    verdict = verify_module(capture, module, TeachOptions(device=device, trials=trials), pool_runner())
+    options = TeachOptions(device=device, trials=judging.trials,
+                           verify_limits=JobLimits(timeout_s=judging.verify_timeout_s))
+    verdict = verify_module(capture, module, options, pool_runner())
     if not verdict.verified:
         outcome = "cheating" if verdict.reason in CHEATING_REASONS else "rejected"
         return RolloutVerdict(outcome, verdict.reason or "rejected", verdict.detail[:300])
     return RolloutVerdict("verified", module=module if device == "cuda" else None)
 
 
-def time_group_job(program: RlProgram, modules: list[str]) -> dict[str, Any]:
+def time_group_job(program: RlProgram, modules: list[str], timeout_s: float) -> dict[str, Any]:
     """Pool job: eager PyTorch and each verified module of one program timed in one worker (`time_modules`: the
-    product's `time_candidates`), or why it could not be."""
+    product's `time_candidates`) within `timeout_s`, or why it could not be."""
     from drtriton_training.evaluate import time_modules
 
-    return time_modules(_capture_of(program), modules, BENCHMARK_LIMITS, pool_runner())
+    return time_modules(_capture_of(program), modules, JobLimits(timeout_s=timeout_s), pool_runner())
 
 
 def with_speeds(verdicts: list[RolloutVerdict], hashes: list[str],
@@ -236,10 +249,10 @@ class RewardPool(abc.ABC):
         """What `capture_job` gives for each source, in order."""
         return [future.result() for future in [self.submit(capture_job, source) for source in sources]]
 
-    def judge(self, jobs: list[tuple[RlProgram, str]], kind: str, trials: int) -> list[RolloutVerdict]:
+    def judge(self, jobs: list[tuple[RlProgram, str]], kind: str, judging: Judging) -> list[RolloutVerdict]:
         """Verdicts for (program, completion) pairs, in order: every rollout verified at once, then on a GPU each
         program's verified rollouts timed together, in one job (`with_speeds`)."""
-        futures = [self.submit(judge_job, program, completion, kind, self.device, trials)
+        futures = [self.submit(judge_job, program, completion, kind, self.device, judging)
                    for program, completion in jobs]
         labels = [f"{program.hash} (level {program.level}): {completion.strip()[:120]!r}"
                   for program, completion in jobs]
@@ -250,7 +263,8 @@ class RewardPool(abc.ABC):
         programs = {program.hash: program for program, _ in jobs}
 
         def time_groups(groups: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
-            timings = {h: self.submit(time_group_job, programs[h], modules) for h, modules in groups.items()}
+            timings = {h: self.submit(time_group_job, programs[h], modules, judging.timing_timeout_s)
+                       for h, modules in groups.items()}
             wait_reporting(list(timings.values()), [f"timing program {h}" for h in timings], self.log)
             return {h: future.result() for h, future in timings.items()}
 
@@ -363,14 +377,14 @@ class DecoupledReward:
     programs: every program a prompt can come from, by hash; speed_on: the speed term is measured (a GPU)."""
 
     def __init__(
-        self, programs: dict[str, RlProgram], pool: RewardPool, *, kind: str, trials: int, speed_on: bool,
+        self, programs: dict[str, RlProgram], pool: RewardPool, *, kind: str, judging: Judging, speed_on: bool,
         samples_path: Path, samples_kept: int, monitor: RejectionMonitor,
         on_step: Callable[[dict[str, Any]], None] = lambda _stats: None,
     ):
         self.programs = programs
         self.pool = pool
         self.kind = kind
-        self.trials = trials
+        self.judging = judging
         self.speed_on = speed_on
         self.samples_path = samples_path
         self.samples_kept = samples_kept
@@ -383,7 +397,7 @@ class DecoupledReward:
         """Verdicts for each rollout; a (program, completion) pair judged before is not judged again."""
         keys = list(zip(hashes, completions))
         new = list(dict.fromkeys(key for key in keys if key not in self.verdicts))
-        judged = self.pool.judge([(self.programs[h], completion) for h, completion in new], self.kind, self.trials)
+        judged = self.pool.judge([(self.programs[h], completion) for h, completion in new], self.kind, self.judging)
         self.verdicts.update(zip(new, judged))
         return [self.verdicts[key] for key in keys]
 

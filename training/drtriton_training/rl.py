@@ -24,7 +24,14 @@ from drtriton_training.answer_room import compiler_answer, model_context, prompt
 from drtriton_training.curriculum import Curriculum, CurriculumSampler
 from drtriton_training.evaluate import Sampler, level_summary
 from drtriton_training.programs import heldout_hashes
-from drtriton_training.rewards import DecoupledReward, JudgePool, RejectionMonitor, RewardPool, RlProgram
+from drtriton_training.rewards import (
+    DecoupledReward,
+    JudgePool,
+    Judging,
+    RejectionMonitor,
+    RewardPool,
+    RlProgram,
+)
 from drtriton_training.rl_configs import OBJECTIVES, RlRecipe
 from drtriton_training.sft import MANIFEST_SCHEMA, build_model, latest_checkpoint, save_model
 from drtriton_training.sft import time_limit_callback, train_tokenizer
@@ -62,7 +69,8 @@ def rl(recipe: RlRecipe, out: Path, *, objective: str, resume: bool = False, clu
             log(f"rl {recipe.name}: resuming from {resume_from.name} at level {curriculum.level}")
         step_log = RunLog(out / LOG_FILE, curriculum, objective, log, started)
         reward = DecoupledReward(
-            {program.hash: program for program in programs}, pool, kind=recipe.kind, trials=recipe.trials,
+            {program.hash: program for program in programs}, pool, kind=recipe.kind,
+            judging=Judging(recipe.trials, recipe.verify_timeout_s, recipe.timing_timeout_s),
             speed_on=speed_on, samples_path=out / SAMPLES_FILE, samples_kept=recipe.samples_kept_per_step,
             monitor=RejectionMonitor(recipe.hacking_window_steps, recipe.hacking_rise), on_step=step_log.step,
         )

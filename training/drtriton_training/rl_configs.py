@@ -67,6 +67,10 @@ class RlRecipe:
             pool). Empty: the training process's own GPU (under `accelerate launch`, the one of its LOCAL_RANK).
             `--reward-gpus 4,5,6,7` overrides it; a Ray cluster (`--cluster`) places each job itself instead.
         trials (`int`, default `5`): verification trials with fresh inputs, as `drtriton optimize`.
+        verify_timeout_s (`float`, default `120`), timing_timeout_s (`float`, default `120`): how long one rollout's
+            verification, and one program's grouped timing, may take before it is stopped (the product's own limits
+            are 600 and 300 s: one slow kernel would hold a step, and a chunk, that long). A verification stopped is
+            a rejection (`timeout`); a timing stopped leaves its rollouts' r_s at log(1/100).
         samples_kept_per_step (`int`, default `4`): accepted rollouts written to samples.jsonl each step.
         hacking_window_steps (`int`, default `5`), hacking_rise (`float`, default `0.2`): warn when a rejection
             kind's share of the rollouts over the last window exceeds its share over the window before by this much.
@@ -113,6 +117,8 @@ class RlRecipe:
     reward_workers: int = 16
     reward_gpus: tuple[str, ...] = ()
     trials: int = 5
+    verify_timeout_s: float = 120.0
+    timing_timeout_s: float = 120.0
     samples_kept_per_step: int = 4
     hacking_window_steps: int = 5
     hacking_rise: float = 0.2
@@ -160,6 +166,8 @@ class RlRecipe:
             raise ValueError(f"reward_gpus {','.join(self.reward_gpus)} needs device cuda; the CPU has one lane")
         if len(set(self.reward_gpus)) != len(self.reward_gpus) or self.reward_workers < max(len(self.reward_gpus), 1):
             raise ValueError("reward_gpus must name each GPU once, with at least one reward worker per GPU")
+        if min(self.verify_timeout_s, self.timing_timeout_s) <= 0:
+            raise ValueError("verify_timeout_s and timing_timeout_s must be above 0")
         if self.eval_every_steps < 1 or self.eval_samples < 1 or self.drpo_lambda <= 0:
             raise ValueError("eval_every_steps and eval_samples must be at least 1, drpo_lambda above 0")
         return self
@@ -186,6 +194,7 @@ RECIPES = {
         device="cpu",
         reward_workers=2,
         trials=2,
+        verify_timeout_s=600.0,  # the interpreter on a busy CI machine
         learning_rate=1e-4,
         max_steps=4,
         save_steps=1000,

@@ -14,7 +14,7 @@ import pytest
 
 from drtriton_lsp.models import formats
 from drtriton_training.programs import load_heldout
-from drtriton_training.rewards import JudgePool, RlProgram, capture_of_record
+from drtriton_training.rewards import JudgePool, Judging, RlProgram, capture_of_record
 from drtriton_training.teach import kernel_candidate
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -44,7 +44,7 @@ class ModelNew(torch.nn.Module):
         negate[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
         return y
 '''
-TRIALS = 2
+JUDGING = Judging(trials=2, verify_timeout_s=600.0)
 
 
 def programs_from(captures, heldout) -> list[RlProgram]:
@@ -74,7 +74,7 @@ def process_pool_run(heldout):
     with JudgePool(2, "cpu") as pool:
         captures = pool.capture([program.source for program in heldout])
         jobs = rollouts(programs_from(captures, heldout))
-        return captures, jobs, pool.judge(jobs, "kernel", TRIALS)
+        return captures, jobs, pool.judge(jobs, "kernel", JUDGING)
 
 
 def test_the_ray_pool_captures_and_judges_real_rollouts_as_the_process_pool_does(heldout, process_pool_run):
@@ -84,7 +84,7 @@ def test_the_ray_pool_captures_and_judges_real_rollouts_as_the_process_pool_does
     lines: list[str] = []
     with RayJudgePool("local", "cpu", log=lines.append) as pool:
         assert pool.capture([program.source for program in heldout]) == captures
-        assert pool.judge(jobs, "kernel", TRIALS) == verdicts
+        assert pool.judge(jobs, "kernel", JUDGING) == verdicts
     assert lines == ["reward pool on the Ray cluster at local: 2 CPUs, 0 GPUs; each job a task of one CPU"]
 
 
@@ -119,7 +119,7 @@ def test_a_judging_whose_ray_worker_is_killed_mid_job_runs_again_and_its_verdict
     with RayJudgePool("local", "cpu") as pool:
         killer = threading.Thread(target=kill_the_first_judging_worker, daemon=True)
         killer.start()
-        judged = pool.judge(jobs, "kernel", TRIALS)
+        judged = pool.judge(jobs, "kernel", JUDGING)
         killer.join()
     assert killed, "no Ray worker was seen running a judging"
     assert judged == verdicts  # the killed judging ran again in another worker

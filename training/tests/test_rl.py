@@ -21,7 +21,8 @@ from drtriton_training.curriculum import Curriculum, CurriculumSampler
 from drtriton_training.programs import load_heldout
 from drtriton_training.drpo import correct_set_weights, drpo_loss
 from drtriton_training.rewards import (
-    CHEATING_REWARD, UNPARSED_REWARD, VERIFIED_REWARD, DecoupledReward, JudgePool, RejectionMonitor, RlProgram,
+    CHEATING_REWARD, UNPARSED_REWARD, VERIFIED_REWARD, DecoupledReward, JudgePool, Judging, RejectionMonitor,
+    RlProgram,
 )
 from drtriton_training.rl_configs import RECIPES, recipe
 from drtriton_training.sft import build_model, train_tokenizer
@@ -167,21 +168,28 @@ class ModelNew(torch.nn.Module):
 '''
 
 
+def first_heldout_program(pool: JudgePool):
+    """The first held-out level-1 program captured by `pool`, as RL holds it; its graph and default program."""
+    heldout = load_heldout(1)[0]
+    [captured] = pool.capture([heldout.source])
+    graph = OpGraph.from_json(captured["graph"])
+    program = RlProgram(heldout.hash, 1, "validation", heldout.source, captured["graph"],
+                        tuple(captured["forward_params"]), formats.script_prompt(graph))
+    default = compile_graph(graph, prefix="model", forward_params=captured["forward_params"], has_self=True)
+    return program, graph, default
+
+
 @pytest.mark.slow
 def test_the_reward_judges_real_rollouts_with_the_verifier_in_its_pool(tmp_path):
-    heldout = load_heldout(1)[0]
     stats = []
     with JudgePool(2, "cpu") as pool:
-        [captured] = pool.capture([heldout.source])
-        graph = OpGraph.from_json(captured["graph"])
-        program = RlProgram(heldout.hash, 1, "validation", heldout.source, captured["graph"],
-                            tuple(captured["forward_params"]), formats.script_prompt(graph))
-        default = compile_graph(graph, prefix="model", forward_params=captured["forward_params"], has_self=True)
+        program, graph, default = first_heldout_program(pool)
         keep_all = "".join(f"keep {node.name}\n" for node in graph.nodes) + formats.END_LINE + "\n"
         completions = [formats.script_completion(default.schedule), "kernel nonsense\n### end\n", keep_all]
 
         def reward_for(kind: str) -> DecoupledReward:
-            return DecoupledReward({program.hash: program}, pool, kind=kind, trials=2, speed_on=False,
+            return DecoupledReward({program.hash: program}, pool, kind=kind,
+                                   judging=Judging(trials=2, verify_timeout_s=600.0), speed_on=False,
                                    samples_path=tmp_path / f"samples-{kind}.jsonl", samples_kept=4,
                                    monitor=RejectionMonitor(2, 0.2), on_step=stats.append)
 
@@ -202,6 +210,18 @@ def test_the_reward_judges_real_rollouts_with_the_verifier_in_its_pool(tmp_path)
     assert second["rejections"] == {"calls_reference": 1} and second["cheating"] == 1
     [line] = (tmp_path / "samples-script.jsonl").read_text().splitlines()
     assert [sample["completion"] for sample in json.loads(line)["accepted"]] == [completions[0]]
+
+
+@pytest.mark.slow
+def test_a_rollout_whose_verification_outlasts_its_limit_is_stopped_and_rejected_for_timeout():
+    with JudgePool(1, "cpu") as pool:
+        program, _graph, default = first_heldout_program(pool)
+        started = time.monotonic()
+        # the interpreter's verification takes seconds: a limit of a tenth of one stops it
+        [verdict] = pool.judge([(program, formats.script_completion(default.schedule))], "script",
+                               Judging(trials=2, verify_timeout_s=0.1))
+    assert (verdict.outcome, verdict.reason) == ("rejected", "timeout")
+    assert time.monotonic() - started < 60
 
 
 def test_each_programs_verified_rollouts_are_timed_together_against_eager():
