@@ -80,6 +80,8 @@ def test_bench_on_a_ray_cluster_verifies_every_problem_and_says_where_each_ran(t
         assert entry["status"] == "verified" and entry["attempts"] == 1
         assert re.fullmatch(r"\S+ \(pid \d+\)", entry["placed_on"])
         assert entry["report"]["correctness"]["interpreter"] is True
+    # the three tasks were sent at once to two CPUs, each a worker process of its own while it runs
+    assert len({entry["placed_on"] for entry in results["problems"]}) >= 2
 
 
 def test_a_cluster_that_cannot_be_reached_is_a_clear_error(tmp_path):
