@@ -1,10 +1,14 @@
 """`drtriton bench --gpus N` on this host: problems spread over GPUs, each problem's workers seeing one GPU with a lock
-and memory account of its own, and the placement options refused where they do not go together.
+and memory account of its own, and the placement options refused where they do not go together. On a machine with two
+GPUs (marked gpu, skipped with fewer): a bench and a search spread over both.
 """
 
 from __future__ import annotations
 
 import collections
+import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -17,7 +21,7 @@ from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.gpus import check_gpu_count, visible_gpu_ids
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
-from tests.test_bench import gpu_results, record
+from tests.test_bench import TINY_PROBLEM, gpu_results, record
 
 
 def test_problems_spread_over_the_gpus_each_with_its_own_gpu_lock_and_memory(tmp_path, monkeypatch):
@@ -111,3 +115,44 @@ def test_placement_options_that_do_not_go_together_are_refused_before_anything_s
 def test_placement_options_that_go_together_pass():
     for options in ([], ["--gpus", "4", "--jobs", "2"], ["--cluster", "auto"], ["--remote", "ssh://gpu"]):
         check_bench_placement(build_parser().parse_args(["bench", "problems", *options]))
+
+
+def two_gpus_or_skip() -> None:
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA GPUs (the nvidia-h200-x2 machine)")
+
+
+@pytest.mark.gpu
+def test_bench_spreads_its_problems_over_two_gpus_and_times_each_alone_there(tmp_path):
+    two_gpus_or_skip()
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    for number in range(4):
+        (problems / f"p{number}.py").write_text(TINY_PROBLEM)
+    finished = subprocess.run(
+        [sys.executable, "-m", "drtriton_lsp.cli", "bench", str(problems), "--device", "cuda", "--gpus", "2",
+         "--trials", "2", "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["placement"] == {"gpus": 2, "jobs_per_gpu": 1}
+    assert all(record["status"] == "verified" and record["timing"] for record in results["problems"])
+    assert len({record["placed_on"] for record in results["problems"]}) == 2
+
+
+@pytest.mark.gpu
+def test_a_search_over_two_gpus_verifies_and_reports_its_fragments(example_copy, tmp_path):
+    two_gpus_or_skip()
+    finished = subprocess.run(
+        [sys.executable, "-m", "drtriton_lsp.cli", "optimize", str(example_copy("mlp_block.py")), "--device", "cuda",
+         "--search", "--search-seconds", "30", "--gpus", "2", "--search-cache", str(tmp_path / "cache"),
+         "--json", str(tmp_path / "report.json")],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    report = report[0] if isinstance(report, list) else report
+    assert report["status"] == "verified" and report["search"]["fragments"]
