@@ -56,7 +56,8 @@ class LocalPlaces:
         progress: Progress,
         cancel: threading.Event,
     ) -> dict[str, Any]:
-        """Run one problem (bench.suite.run_problem) on a free place; its record says which place when there are several."""
+        """Run one problem (bench.suite.run_problem) on a free place; its record says which place when there are
+        several."""
         from drtriton_lsp.bench import suite
 
         with self._take_slot() as slot:

@@ -392,7 +392,7 @@ def _search_steps(
             with shared.lock:
                 shared.taken += len(options)
             running.append(pool.submit(
-                _measure_step, graph, step, number, fragment, options, name=name, what=what, measure=measure,
+                _measure_step, step, number, fragment, options, name=name, what=what, measure=measure,
                 budget=budget, cancel=cancel, deadline=deadline, progress=progress, shared=shared, free=free,
                 total=len(steps),
             ))  # fmt: skip
@@ -410,8 +410,8 @@ def _search_steps(
 
 
 def _measure_step(
-    graph: OpGraph, step: SearchStep, number: int, fragment: OpGraph, options: list[tuple[str, tuple[KernelLine | KeepLine, ...]]],
-    *, name: str, what: str, measure: FragmentMeasurer, budget: SearchBudget, cancel: threading.Event | None,
+    step: SearchStep, number: int, fragment: OpGraph, options: list[tuple[str, tuple[KernelLine | KeepLine, ...]]], *,
+    name: str, what: str, measure: FragmentMeasurer, budget: SearchBudget, cancel: threading.Event | None,
     deadline: Deadline, progress: Callable[[str], None], shared: _StepsInFlight, free: queue.Queue, total: int,
 ) -> None:
     """Measure one step's options with `measure` into `shared`, then give the measurer back to `free`."""
@@ -443,7 +443,9 @@ def _measure_step(
             shared.verified += sum(alternative.verified for alternative in alternatives)
             tried, verified = shared.tried, shared.verified
         timing = f", {best.ms:.4g} ms vs PyTorch {pytorch_ms:.4g} ms" if best.ms and pytorch_ms else ""
-        progress(f"fragment {number}/{total}: best '{best.label}'{timing}; {tried} candidates tried, {verified} verified")
+        progress(
+            f"fragment {number}/{total}: best '{best.label}'{timing}; {tried} candidates tried, {verified} verified"
+        )
     finally:
         free.put(measure)
 
