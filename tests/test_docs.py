@@ -4,6 +4,7 @@ command and option that README.md or a page names exists (docs/scripts/generate_
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import importlib.util
 import json
@@ -114,8 +115,16 @@ def test_every_drtriton_name_in_the_docs_is_a_setting_or_a_command():
     assert unknown == set()
 
 
+def training_parsers() -> dict:
+    """`drtriton-train`'s commands by name (`drtriton-train rl`), as docs/training.md writes them."""
+    from drtriton_training.cli import build_parser
+
+    commands = next(action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction))
+    return {f"drtriton-train {name}": parser for name, parser in commands.choices.items()}
+
+
 def test_every_option_in_the_docs_belongs_to_the_command_it_is_written_with():
-    parsers = GENERATOR.cli_parsers()
+    parsers = {**GENERATOR.cli_parsers(), **training_parsers()}
     options = {command: {name for action in parser._actions for name in action.option_strings}
                for command, parser in parsers.items()}
     script_options = {path.relative_to(REPO).as_posix(): set(re.findall(r"[\"'](--[\w-]+)[\"']", path.read_text()))
@@ -125,7 +134,7 @@ def test_every_option_in_the_docs_belongs_to_the_command_it_is_written_with():
     for page, text in texts().items():
         for span in code_spans(text):
             named = re.findall(r"(?<![\w-])--[a-z][\w-]*", span)
-            command = re.search(r"(?:^|[\s/])(drtriton(?: optimize| verify| bench|-lsp))\b", span)
+            command = re.search(r"(?:^|[\s/])(drtriton(?: optimize| verify| bench|-lsp)|drtriton-train \w+)\b", span)
             script = re.match(r"(?:\S*python3? )?(\S+\.py)\b", span)
             if command and command[1] in options:
                 allowed = options[command[1]]

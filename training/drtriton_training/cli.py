@@ -17,7 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from drtriton_training.programs import HELDOUT_SEED, write_dataset
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """`drtriton-train` and its commands, with every option (the docs' tests read them too)."""
     parser = argparse.ArgumentParser(prog="drtriton-train", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     synth = commands.add_parser("synth", help="generate synthetic KernelBench-form programs (CSP-DAG)")
@@ -31,6 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     _add_rl(commands)
     _add_eval(commands)
     _add_compare(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "eval":
         return _eval(parser, args)
