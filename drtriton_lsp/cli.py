@@ -581,8 +581,8 @@ def _bench_on(args: argparse.Namespace, console: Console, argv: list[str], ray) 
     )
     from drtriton_lsp.bench.suite_report import progress_line, render_console_summary, write_results
     from drtriton_lsp.engine.devices import describe_device, resolve_device
+    from drtriton_lsp.engine.gpus import check_gpu_count
     from drtriton_lsp.runners.choice import runner_for
-    from drtriton_lsp.runners.gpus import check_gpu_count
     from drtriton_lsp.runners.local import LocalRunner
     from drtriton_lsp.runners.runner import JobFailure
 

@@ -24,9 +24,9 @@ from drtriton_lsp.bench.suite_plots import roofline_chart, speedup_chart
 from drtriton_lsp.bench.suite_report import progress_line, render_markdown, write_results
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.engine.gpu_memory import USABLE_SHARE
+from drtriton_lsp.engine.gpus import GpuSlot
 from drtriton_lsp.engine.pipeline import OptimizeOptions
 from drtriton_lsp.errors import DrtritonError
-from drtriton_lsp.runners.gpus import GpuSlot
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
 from drtriton_lsp.runners.runner import JobFailure

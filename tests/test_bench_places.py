@@ -17,8 +17,8 @@ import pytest
 from drtriton_lsp.bench import suite
 from drtriton_lsp.bench.placement import local_places
 from drtriton_lsp.cli import build_parser, check_bench_placement
+from drtriton_lsp.engine.gpus import check_gpu_count, visible_gpu_ids
 from drtriton_lsp.errors import DrtritonError
-from drtriton_lsp.runners.gpus import check_gpu_count, visible_gpu_ids
 from drtriton_lsp.runners.local import LocalRunner
 from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
 from tests.test_bench import TINY_PROBLEM, gpu_results, record

@@ -10,7 +10,7 @@ import contextlib
 import threading
 from typing import Any, Callable, Iterator
 
-from drtriton_lsp.runners.gpus import GpuSlot, gpu_slots
+from drtriton_lsp.engine.gpus import GpuSlot, gpu_slots
 from drtriton_lsp.runners.runner import Runner
 
 Progress = Callable[[str], None]
@@ -82,6 +82,6 @@ def local_places(
     gpu_memory_bytes: int | None = None,
 ) -> Iterator[LocalPlaces]:
     """This host's places for the block: `gpus` GPUs (the first of those this process sees), `jobs` problems at a time
-    on each (runners/gpus.py: the environment, lock and memory of each)."""
+    on each (engine/gpus.py: the environment, lock and memory of each)."""
     with gpu_slots(gpus, sharing=jobs > 1, gpu_memory_bytes=gpu_memory_bytes) as slots:
         yield LocalPlaces(slots, jobs, new_runner)

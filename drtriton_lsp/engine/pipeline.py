@@ -21,6 +21,7 @@ from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.compiler.script import parse_schedule
 from drtriton_lsp.engine.devices import COMMAND_LINE_DEVICE, DeviceOption, describe_device, likely_device, resolve_device
+from drtriton_lsp.engine.gpus import check_gpu_count
 from drtriton_lsp.engine.model_search import CandidateBuilder, WorkerModelMeasurer, run_model_search
 from drtriton_lsp.engine.report import (
     Correctness,
@@ -49,7 +50,6 @@ from drtriton_lsp.models.answer_cache import ANSWERS_FOLDER, CachingBackend
 from drtriton_lsp.models.backends import ModelUnavailable, open_backend
 from drtriton_lsp.models.settings import ModelSettings
 from drtriton_lsp.models.sources import COMPILER, COMPILER_ORIGIN, MODEL
-from drtriton_lsp.runners.gpus import check_gpu_count
 from drtriton_lsp.source.applied import applied_kernels
 from drtriton_lsp.source.dispatch import describe_guard
 from drtriton_lsp.source.extract import extract_task

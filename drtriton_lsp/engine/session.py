@@ -15,9 +15,9 @@ from typing import Any, Callable, Iterator
 
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.gpu_memory import GPU_MEMORY_METHODS, GpuMemory, task_gpu_bytes
+from drtriton_lsp.engine.gpus import gpu_slots
 from drtriton_lsp.engine.memory_caps import with_task_memory_caps
 from drtriton_lsp.errors import DrtritonError
-from drtriton_lsp.runners.gpus import gpu_slots
 from drtriton_lsp.runners.local import LocalRunner, worker_python_path
 from drtriton_lsp.runners.runner import JobFailure, JobLimits, Runner
 
