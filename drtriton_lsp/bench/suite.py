@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import ast
 import concurrent.futures
-import contextlib
 import datetime
 import json
 import math
 import os
 import statistics
 import subprocess
-import tempfile
 import threading
 import time
 import traceback
@@ -30,7 +28,6 @@ from drtriton_lsp.engine.pipeline import OptimizeOptions, Outcome, optimize_targ
 from drtriton_lsp.engine.session import WorkerSession
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import LocalRunner
-from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
 from drtriton_lsp.runners.runner import JobFailure, JobLimits, Runner
 
 RESULTS_SCHEMA = "drtriton.bench/1"
@@ -461,20 +458,6 @@ def run_suite(
     results["complete"] = True
     save(results)
     return True
-
-
-@contextlib.contextmanager
-def shared_gpu_lock(needed: bool) -> Iterator[None]:
-    """Point every worker started meanwhile at one GPU lock file (when problems run side by side)."""
-    if not needed or os.environ.get(GPU_LOCK_VARIABLE):
-        yield
-        return
-    with tempfile.TemporaryDirectory(prefix="drtriton-gpu-lock-") as directory:
-        os.environ[GPU_LOCK_VARIABLE] = str(Path(directory) / "gpu.lock")
-        try:
-            yield
-        finally:
-            del os.environ[GPU_LOCK_VARIABLE]
 
 
 def git_commit(directory: Path) -> str:

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from drtriton_lsp.bench.suite import git_commit, shared_gpu_lock
+from drtriton_lsp.bench.suite import git_commit
+from drtriton_lsp.engine.gpus import gpu_slots
 from drtriton_lsp.engine.verify import worker_environment
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
@@ -182,7 +183,9 @@ def evaluate(model_dir: Path, options: EvalOptions, log=print, sampler: Sampler 
 
     programs: list[dict[str, Any]] = []
     stopped = False
-    with LocalRunner() as runner, shared_gpu_lock(options.workers > 1 and options.device == "cuda"), \
+    # samples verified side by side share the GPU through one lock (a timing alone), as bench --jobs does
+    sharing = options.workers > 1 and options.device == "cuda"
+    with gpu_slots(1, sharing=sharing, gpu_memory_bytes=None) as [place], LocalRunner(extra_env=place.env) as runner, \
             ThreadPoolExecutor(max_workers=options.workers) as pool:
         futures = [(level, program, pool.submit(evaluate_one, level, program)) for level, program in chosen]
         for level, program, future in futures:
