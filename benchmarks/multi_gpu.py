@@ -26,13 +26,13 @@ AGREEMENT = 0.05
 TIMED = ("eager_ms", "compile_ms", "triton_ms")
 
 
-def bench(directory: Path, gpus: int, out: Path, extra: list[str]) -> tuple[float, list[str]]:
-    """Run `drtriton bench` on `gpus` GPUs into `out`; its wall seconds and its command."""
+def bench(directory: Path, gpus: int, out: Path, extra: list[str]) -> float:
+    """Run `drtriton bench` on `gpus` GPUs into `out`; its wall seconds."""
     command = [sys.executable, "-m", "drtriton_lsp.cli", "bench", str(directory), "--gpus", str(gpus),
                "--out", str(out), *extra]
     started = time.monotonic()
     subprocess.run(command, check=True)
-    return time.monotonic() - started, command
+    return time.monotonic() - started
 
 
 def run_seconds(results: dict[str, Any]) -> float:
@@ -179,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     arguments = parser.parse_args(argv[: len(argv) - len(extra) - 1] if "--" in argv else argv)
     if arguments.command == "run":
-        one_seconds, _ = bench(arguments.directory, 1, arguments.out / "one", extra)
-        many_seconds, _ = bench(arguments.directory, arguments.gpus, arguments.out / "many", extra)
+        one_seconds = bench(arguments.directory, 1, arguments.out / "one", extra)
+        many_seconds = bench(arguments.directory, arguments.gpus, arguments.out / "many", extra)
         document = document_of(arguments.out / "one", arguments.out / "many", command, (one_seconds, many_seconds))
     else:
         document = document_of(arguments.one, arguments.many, command, None)

@@ -9,6 +9,7 @@ reached or has no drtriton); 3 internal error;
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -535,8 +536,6 @@ def bench_command(args: argparse.Namespace, console: Console, argv: list[str]) -
 
 
 def _run_bench(args: argparse.Namespace, console: Console, argv: list[str]) -> int:
-    import contextlib
-
     check_bench_placement(args)
     with contextlib.ExitStack() as cluster:
         ray = None
@@ -566,7 +565,6 @@ def check_bench_placement(args: argparse.Namespace) -> None:
 
 def _bench_on(args: argparse.Namespace, console: Console, argv: list[str], ray) -> int:
     """`drtriton bench` with its problems on this host's workers (ray None) or on the connected Ray cluster."""
-    import contextlib
     import datetime
     import shlex
 
