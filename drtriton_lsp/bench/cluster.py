@@ -102,6 +102,7 @@ class RayPlaces:
         self._listeners: dict[str, Progress] = {}
         self._starts: dict[str, list[str]] = {}
         self._lock = threading.Lock()
+        self._delivered_at = 0.0
 
     def describe(self) -> dict[str, Any]:
         """How the run was placed, as results.json records it."""
@@ -113,9 +114,15 @@ class RayPlaces:
             "cpus": int(resources.get("CPU", 0)),
         }
 
-    def _deliver(self) -> None:
-        """Pass the inbox's messages to the problems they are about (one caller thread at a time)."""
-        with self._lock:
+    def _deliver(self, *, now: bool = False) -> None:
+        """Pass the inbox's messages to the problems they are about, at most once per POLL_S whichever problem's
+        thread asks (one asks every POLL_S), or at once with `now` (a finished task's own messages)."""
+        if not self._lock.acquire(blocking=now):
+            return  # another thread is delivering
+        try:
+            if not now and time.monotonic() - self._delivered_at < POLL_S:
+                return
+            self._delivered_at = time.monotonic()
             for problem, kind, text in self.ray.get(self._inbox.take.remote()):
                 if kind == "started":
                     self._starts.setdefault(problem, []).append(text)
@@ -125,6 +132,8 @@ class RayPlaces:
                 listener = self._listeners.get(problem)
                 if listener is not None:
                     listener(text)
+        finally:
+            self._lock.release()
 
     def solve(
         self,
@@ -145,7 +154,7 @@ class RayPlaces:
         try:
             while True:
                 done, _ = self.ray.wait([reference], timeout=POLL_S)
-                self._deliver()
+                self._deliver(now=bool(done))  # a finished task's start is counted before its record is read
                 if done:
                     break
                 if cancel.is_set():
