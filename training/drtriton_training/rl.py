@@ -8,8 +8,10 @@ curriculum's state), rl_log.jsonl (a line per step and per pass@1 measurement), 
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -298,6 +300,21 @@ class RunLog:
                  f"validation programs (threshold {self.curriculum.threshold}){move}")
 
 
+class StallReport:
+    """Writes every thread's stack to `stream` when a step outlasts `after_s` seconds, and again each `after_s`
+    until the step ends: a stalled step names the call it waits in, with nothing to attach to the process."""
+
+    def __init__(self, after_s: float, stream=None):
+        self.after_s = after_s
+        self.stream = stream
+
+    def arm(self) -> None:
+        faulthandler.dump_traceback_later(self.after_s, repeat=True, file=self.stream or sys.stderr)
+
+    def disarm(self) -> None:
+        faulthandler.cancel_dump_traceback_later()
+
+
 def measure_level(model, tokenizer, programs: list[RlProgram], reward: DecoupledReward, recipe: RlRecipe
                   ) -> dict[str, Any]:
     """pass@1 (and the valid share) of the policy on validation programs: `eval_samples` samples each at
@@ -467,7 +484,7 @@ def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_l
 
     class CurriculumCallback(TrainerCallback):
         """Measures pass@1 at the start and every `eval_every_steps`, advances the curriculum, saves its state
-        beside each checkpoint, and ends each chunk with a checkpoint."""
+        beside each checkpoint, ends each chunk with a checkpoint, and reports a step that stalls."""
 
         def _measure(self, args, state, model):
             advanced = None
@@ -485,7 +502,14 @@ def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_l
             if not curriculum.history:
                 self._measure(args, state, model)
 
+        def on_step_begin(self, args, state, control, **kwargs):
+            stall_report.arm()
+
+        def on_train_end(self, args, state, control, **kwargs):
+            stall_report.disarm()
+
         def on_step_end(self, args, state, control, model=None, **kwargs):
+            stall_report.disarm()
             if state.global_step % recipe.eval_every_steps == 0:
                 self._measure(args, state, model)
             if state.global_step >= state.max_steps:
@@ -496,6 +520,7 @@ def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_l
             if state.is_world_process_zero:
                 curriculum.save(checkpoints / f"checkpoint-{state.global_step}")
 
+    stall_report = StallReport(recipe.stall_report_s)
     base = DrpoTrainer if objective == "drpo" else GRPOTrainer
     trainer_class = type(f"Curriculum{base.__name__}", (CurriculumTraining, base), {})
     options = {"drpo_lambda": recipe.drpo_lambda} if objective == "drpo" else {}

@@ -72,6 +72,9 @@ class RlRecipe:
             are 600 and 300 s: one slow kernel would hold a step, and a chunk, that long). A verification stopped is
             a rejection (`timeout`); a timing stopped leaves its rollouts' r_s at log(1/100).
         samples_kept_per_step (`int`, default `4`): accepted rollouts written to samples.jsonl each step.
+        stall_report_s (`float`, default `300`): a step still running after this many seconds writes the stack of
+            every thread of the training process to stderr, and again each interval after, so a stalled step says
+            where it waits (sampling, judging, the optimiser).
         hacking_window_steps (`int`, default `5`), hacking_rise (`float`, default `0.2`): warn when a rejection
             kind's share of the rollouts over the last window exceeds its share over the window before by this much.
 
@@ -120,6 +123,7 @@ class RlRecipe:
     verify_timeout_s: float = 120.0
     timing_timeout_s: float = 120.0
     samples_kept_per_step: int = 4
+    stall_report_s: float = 300.0
     hacking_window_steps: int = 5
     hacking_rise: float = 0.2
     drpo_lambda: float = 1.0
@@ -166,8 +170,8 @@ class RlRecipe:
             raise ValueError(f"reward_gpus {','.join(self.reward_gpus)} needs device cuda; the CPU has one lane")
         if len(set(self.reward_gpus)) != len(self.reward_gpus) or self.reward_workers < max(len(self.reward_gpus), 1):
             raise ValueError("reward_gpus must name each GPU once, with at least one reward worker per GPU")
-        if min(self.verify_timeout_s, self.timing_timeout_s) <= 0:
-            raise ValueError("verify_timeout_s and timing_timeout_s must be above 0")
+        if min(self.verify_timeout_s, self.timing_timeout_s, self.stall_report_s) <= 0:
+            raise ValueError("verify_timeout_s, timing_timeout_s and stall_report_s must be above 0")
         if self.eval_every_steps < 1 or self.eval_samples < 1 or self.drpo_lambda <= 0:
             raise ValueError("eval_every_steps and eval_samples must be at least 1, drpo_lambda above 0")
         return self

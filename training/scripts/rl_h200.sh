@@ -3,24 +3,31 @@
 # level (and speed against eager / torch.compile) before and after. Each call fits the device's 600 s limit: run it
 # again on the same warm machine and it goes on where it stopped (PHASE picks what a call does).
 #
-#   PHASE=before  eval of the shipped model (the baseline both arms start from)
-#   PHASE=drpo    one time-limited chunk of `rl --objective drpo` (resumes from its checkpoint when run again)
-#   PHASE=grpo    the same for `rl --objective grpo`
-#   PHASE=after   eval of both arms' models, then pack the results table and the better model into $OUT
-#   PHASE=all     before, one chunk of each arm, after, in one call (a session with little device time: size
-#                 CHUNK_SECONDS and EVAL_SECONDS so the whole fits the call's 600 s); $OUT/bundle.tar.gz is rewritten
-#                 after each stage, so a call stopped at its limit still returns what was done
+# PHASE is a stage or a comma-separated list of stages, run in order:
+#   before      eval of the shipped model (the baseline both arms start from)
+#   drpo, grpo  one time-limited chunk of `rl --objective drpo|grpo` (resumes from its checkpoint when run again)
+#   eval-drpo, eval-grpo
+#               eval of that arm's model; its safetensors shards are copied to $OUT as ARM-*.safetensors
+#   table       the results table of before, after-drpo and after-grpo (all three evaluations must be in WORK/results)
+#   after       eval-drpo,eval-grpo,table
+#   all         before,drpo,grpo,after in one call (a session with little device time: size CHUNK_SECONDS and
+#               EVAL_SECONDS so the whole fits the call's 600 s)
+# $OUT/bundle.tar.gz is rewritten after each stage, so a call stopped at its limit still returns what was done.
+# A chunk checks its own time limit only between steps: a step still running STALL_SECONDS after it began writes the
+# trainer's thread stacks to the arm's log (stall_report_s), and the chunk is killed CHUNK_GRACE seconds after its
+# limit, so one stalled step cannot hold the call; the stages after it still run.
 #
 # Upload: the repository (the shipped model is 37 MB), the wheels of trl, datasets, dill and multiprocess in
 # training/wheels, and the run's programs captured here (`drtriton-train rl --config small --capture-only --out DIR`:
 # synthesis needs OR-Tools, whose 29 MB wheel does not fit beside the model under the 64 MiB limit); PROGRAMS names
-# that programs.jsonl. Back (at most 8 files of 16 MiB): the chosen arm's safetensors shards and bundle.tar.gz
+# that programs.jsonl. Back (at most 8 files of 16 MiB): an evaluated arm's safetensors shards and bundle.tar.gz
 # (results, logs, samples, manifests).
 #
 # Settings (environment): PHASE, PROGRAMS, STEPS (optimiser steps per arm, default 40), CHUNK_SECONDS (per call,
-# default 420), EVAL_LEVELS, EVAL_PER_LEVEL, EVAL_SAMPLES, EVAL_SECONDS, EVAL_WORKERS (programs judged at once,
-# default 8), EVAL_SET (heldout, the shipped held-out sets, or validation: the validation split of PROGRAMS, sized
-# for the GPU by program_scale; default heldout), WORK, OUT.
+# default 420), CHUNK_GRACE (default 120), STALL_SECONDS (default 150), RL_SETTINGS (more `--set FIELD=VALUE` for
+# both arms, space-separated, e.g. "prompts_per_step=4"), EVAL_LEVELS, EVAL_PER_LEVEL, EVAL_SAMPLES, EVAL_SECONDS,
+# EVAL_WORKERS (programs judged at once, default 8), EVAL_SET (heldout, the shipped held-out sets, or validation: the
+# validation split of PROGRAMS, sized for the GPU by program_scale; default heldout), WORK, OUT.
 # The table compares the three models on the programs all three evaluations reached (a time limit can stop one
 # earlier than another).
 set -euo pipefail
@@ -30,6 +37,9 @@ PHASE=${PHASE:?set PHASE to before, drpo, grpo, after or all}
 PROGRAMS=${PROGRAMS:-}
 STEPS=${STEPS:-40}
 CHUNK_SECONDS=${CHUNK_SECONDS:-420}
+CHUNK_GRACE=${CHUNK_GRACE:-120}
+STALL_SECONDS=${STALL_SECONDS:-150}
+read -r -a rl_settings <<<"${RL_SETTINGS:-}"
 EVAL_LEVELS=${EVAL_LEVELS:-1,2,5,20}
 EVAL_PER_LEVEL=${EVAL_PER_LEVEL:-10}
 EVAL_SAMPLES=${EVAL_SAMPLES:-4}
@@ -73,9 +83,19 @@ chunk() {  # chunk OBJECTIVE: one time-limited chunk of that arm; the same steps
             need_carried_wheels ortools  # the run synthesises its programs
         fi
     fi
-    stamp "rl --objective $1: a chunk of $CHUNK_SECONDS s towards $STEPS steps ${resume[*]}"
-    "${TRAIN[@]}" rl --config small --objective "$1" --steps "$STEPS" --out "$run" "${resume[@]}" \
-        --set "time_limit_s=$CHUNK_SECONDS" 2>&1 | tee -a "$WORK/$1.log" | grep -v "FutureWarning\|warnings.warn" | tail -30
+    local sets=(--set "time_limit_s=$CHUNK_SECONDS" --set "stall_report_s=$STALL_SECONDS")
+    for setting in "${rl_settings[@]}"; do sets+=(--set "$setting"); done
+    stamp "rl --objective $1: a chunk of $CHUNK_SECONDS s towards $STEPS steps ${resume[*]} ${rl_settings[*]}"
+    local status=0
+    timeout -k 15 "$((CHUNK_SECONDS + CHUNK_GRACE))" \
+        "${TRAIN[@]}" rl --config small --objective "$1" --steps "$STEPS" --out "$run" "${resume[@]}" "${sets[@]}" \
+        >>"$WORK/$1.log" 2>&1 || status=$?
+    grep -v "FutureWarning\|warnings.warn" "$WORK/$1.log" | tail -30
+    case $status in
+        0) ;;
+        124 | 137) stamp "rl --objective $1: killed $CHUNK_GRACE s past its chunk's limit (a stalled step: see the stacks in $1.log)" ;;
+        *) stamp "rl --objective $1 failed (exit $status): see $1.log" ;;
+    esac
 }
 
 pack() {  # pack: bundle.tar.gz of what exists so far (results, logs, samples, manifests), replaced whole
@@ -90,36 +110,45 @@ pack() {  # pack: bundle.tar.gz of what exists so far (results, logs, samples, m
     fi
 }
 
-after() {  # after: both arms' models evaluated, the table (on the programs every evaluation reached), the packing
-    for objective in drpo grpo; do
-        complete=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['complete'])" \
-            "$WORK/$objective/model/drtriton_model.json")
-        stamp "$objective: complete=$complete"
-        evaluate "$WORK/$objective/model" "after-$objective"
-        pack
-    done
-    "$PYTHON" training/scripts/rl_table.py "$WORK/results" before after-drpo after-grpo \
-        | tee "$WORK/results/rl-drpo-vs-grpo.md"
-    stamp "packing $OUT (DRPO's model; GRPO's stays in $WORK/grpo/model)"
-    cp "$WORK"/drpo/model/*.safetensors "$OUT"/
-    pack
-    ls -l "$OUT"
+evaluate_arm() {  # evaluate_arm OBJECTIVE: that arm's model evaluated as after-OBJECTIVE, its shards copied to $OUT
+    local model="$WORK/$1/model"
+    if [ ! -f "$model/drtriton_model.json" ]; then
+        stamp "$1: no model to evaluate (its chunk has not finished: run PHASE=$1 again)"
+        return
+    fi
+    stamp "$1: complete=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['complete'])" \
+        "$model/drtriton_model.json")"
+    evaluate "$model" "after-$1"
+    for shard in "$model"/*.safetensors; do cp "$shard" "$OUT/$1-$(basename "$shard")"; done
 }
 
+results_table() {
+    "$PYTHON" training/scripts/rl_table.py "$WORK/results" before after-drpo after-grpo \
+        | tee "$WORK/results/rl-drpo-vs-grpo.md"
+}
+
+stages=$PHASE
 case "$PHASE" in
-    before) evaluate training/models before ;;
-    drpo | grpo) chunk "$PHASE" ;;
-    after) after ;;
-    all)
-        trap pack EXIT  # a stage that fails still returns the logs of those before it
-        evaluate training/models before
-        pack
-        for objective in drpo grpo; do
-            chunk "$objective"
-            pack
-        done
-        after
-        ;;
-    *) echo "PHASE is before, drpo, grpo, after or all; got $PHASE" >&2; exit 1 ;;
+    all) stages=before,drpo,grpo,eval-drpo,eval-grpo,table ;;
+    after) stages=eval-drpo,eval-grpo,table ;;
 esac
+IFS=, read -r -a stage_list <<<"$stages"
+for stage in "${stage_list[@]}"; do
+    case "$stage" in
+        before | drpo | grpo | eval-drpo | eval-grpo | table) ;;
+        *) echo "PHASE is all, after, or stages among before, drpo, grpo, eval-drpo, eval-grpo, table; got $PHASE" >&2
+           exit 1 ;;
+    esac
+done
+trap pack EXIT  # a stage that fails still returns the logs of those before it
+for stage in "${stage_list[@]}"; do
+    case "$stage" in
+        before) evaluate training/models before ;;
+        drpo | grpo) chunk "$stage" ;;
+        eval-drpo | eval-grpo) evaluate_arm "${stage#eval-}" ;;
+        table) results_table ;;
+    esac
+    pack
+done
+ls -l "$OUT"
 stamp "done"

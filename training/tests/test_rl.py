@@ -24,6 +24,7 @@ from drtriton_training.rewards import (
     CHEATING_REWARD, UNPARSED_REWARD, VERIFIED_REWARD, DecoupledReward, JudgePool, Judging, RejectionMonitor,
     RlProgram,
 )
+from drtriton_training.rl import StallReport
 from drtriton_training.rl_configs import RECIPES, recipe
 from drtriton_training.sft import build_model, train_tokenizer
 from drtriton_training.sft_configs import RECIPES as SFT_RECIPES
@@ -144,6 +145,32 @@ def test_the_recipes_check_their_fields_and_overrides():
         recipe("tiny", ["level=2"])
     with pytest.raises(ValueError, match="configs: tiny, small, multi_gpu"):
         recipe("huge")
+
+
+def test_a_step_that_outlasts_the_stall_limit_writes_where_every_thread_waits(tmp_path):
+    def waiting_in_judging():
+        time.sleep(0.6)
+
+    report_path = tmp_path / "stacks.txt"
+    with report_path.open("w") as stream:
+        report = StallReport(0.2, stream)
+        report.arm()
+        waiting_in_judging()
+        report.disarm()
+        time.sleep(0.5)  # disarmed: no further report
+    text = report_path.read_text()
+    assert "waiting_in_judging" in text
+    assert text.count("waiting_in_judging") <= 3  # one report each 0.2 s of the 0.6 s wait, none after
+
+
+def test_a_quick_step_writes_no_stall_report(tmp_path):
+    report_path = tmp_path / "stacks.txt"
+    with report_path.open("w") as stream:
+        report = StallReport(0.5, stream)
+        report.arm()
+        report.disarm()
+        time.sleep(0.7)
+    assert report_path.read_text() == ""
 
 
 CHEATING_MODULE = '''import torch
