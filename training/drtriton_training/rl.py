@@ -285,6 +285,14 @@ class RunLog:
             self.log(f"warning: {said}: the compiler's answer is longer than max_completion_length={room} tokens "
                      "(rollouts are cut before the end line; raise it with --set if the context allows)")
 
+    def skipped_update(self, step: int, parameters: list[str], loss: float) -> None:
+        """A step whose gradient was not finite: the optimiser left the model as it was."""
+        self.write({"event": "skipped_update", "objective": self.objective, "step": step, "loss": loss,
+                    "non_finite_gradients": len(parameters), "first": parameters[:3]})
+        self.log(f"warning: step {step}: the gradient of {len(parameters)} parameters ({', '.join(parameters[:3])}"
+                 f"{', ...' if len(parameters) > 3 else ''}) is not finite (loss {loss:.4g}); the model was left as "
+                 "it was this step")
+
     def generation(self, rollouts: int, seconds: float) -> None:
         """One batch of rollouts sampled (how long sampling takes beside judging: a chunk that stalls says which)."""
         self.write({"event": "generation", "objective": self.objective, "rollouts": rollouts,
@@ -300,6 +308,20 @@ class RunLog:
                  f"validation programs (threshold {self.curriculum.threshold}){move}")
 
 
+def drop_non_finite_gradients(model) -> list[str]:
+    """The names of `model`'s parameters whose gradient holds a NaN or an infinity; when there is any, every gradient
+    is dropped, so the optimiser leaves the whole model as it was this step (clipping a non-finite norm would write
+    NaN into every weight, and the next step's sampling would fail on NaN probabilities)."""
+    import torch
+
+    bad = [name for name, parameter in model.named_parameters()
+           if parameter.grad is not None and not bool(torch.isfinite(parameter.grad).all())]
+    if bad:
+        for parameter in model.parameters():
+            parameter.grad = None
+    return bad
+
+
 class StallReport:
     """Writes every thread's stack to `stream` when a step outlasts `after_s` seconds, and again each `after_s`
     until the step ends: a stalled step names the call it waits in, with nothing to attach to the process."""
@@ -309,7 +331,7 @@ class StallReport:
         self.stream = stream
 
     def arm(self) -> None:
-        faulthandler.dump_traceback_later(self.after_s, repeat=True, file=self.stream or sys.stderr)
+        faulthandler.dump_traceback_later(self.after_s, repeat=True, file=self.stream or sys.__stderr__)
 
     def disarm(self) -> None:
         faulthandler.cancel_dump_traceback_later()
@@ -437,8 +459,8 @@ def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_l
 
     class CurriculumTraining:
         """Prompts from the curriculum's sampler; rollouts held to their program's script grammar (as the product
-        samples the model: a free rollout is mostly an unparseable script, which teaches nothing); checkpoints in
-        shards of `max_shard_size`."""
+        samples the model: a free rollout is mostly an unparseable script, which teaches nothing); a step whose
+        gradient is not finite leaves the model as it was; checkpoints in shards of `max_shard_size`."""
 
         def _generate_single_turn(self, prompt_ids, *args, **kwargs):
             started = time.monotonic()
@@ -465,6 +487,13 @@ def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_l
                 return super()._generate_single_turn(prompt_ids, *args, **kwargs)
             finally:
                 del model.generate
+
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            loss = super().training_step(model, inputs, num_items_in_batch)
+            bad = drop_non_finite_gradients(model)
+            if bad:
+                step_log.skipped_update(self.state.global_step + 1, bad, float(loss))
+            return loss
 
         def _get_train_sampler(self, dataset=None):
             return CurriculumSampler(

@@ -7,7 +7,8 @@
 #   before      eval of the shipped model (the baseline both arms start from)
 #   drpo, grpo  one time-limited chunk of `rl --objective drpo|grpo` (resumes from its checkpoint when run again)
 #   eval-drpo, eval-grpo
-#               eval of that arm's model; its safetensors shards are copied to $OUT as ARM-*.safetensors
+#               eval of that arm's model; its safetensors shards are copied to $OUT as ARM-*.safetensors unless
+#               RETURN_MODELS=no (both arms' shards are over what a call returns)
 #   table       the results table of before, after-drpo and after-grpo (all three evaluations must be in WORK/results)
 #   after       eval-drpo,eval-grpo,table
 #   all         before,drpo,grpo,after in one call (a session with little device time: size CHUNK_SECONDS and
@@ -27,7 +28,7 @@
 # default 420), CHUNK_GRACE (default 120), STALL_SECONDS (default 150), RL_SETTINGS (more `--set FIELD=VALUE` for
 # both arms, space-separated, e.g. "prompts_per_step=4"), EVAL_LEVELS, EVAL_PER_LEVEL, EVAL_SAMPLES, EVAL_SECONDS,
 # EVAL_WORKERS (programs judged at once, default 8), EVAL_SET (heldout, the shipped held-out sets, or validation: the
-# validation split of PROGRAMS, sized for the GPU by program_scale; default heldout), WORK, OUT.
+# validation split of PROGRAMS, sized for the GPU by program_scale; default heldout), RETURN_MODELS, WORK, OUT.
 # The table compares the three models on the programs all three evaluations reached (a time limit can stop one
 # earlier than another).
 set -euo pipefail
@@ -46,6 +47,7 @@ EVAL_SAMPLES=${EVAL_SAMPLES:-4}
 EVAL_SECONDS=${EVAL_SECONDS:-250}
 EVAL_WORKERS=${EVAL_WORKERS:-8}
 EVAL_SET=${EVAL_SET:-heldout}
+RETURN_MODELS=${RETURN_MODELS:-yes}
 WORK=${WORK:-/tmp/drtriton-rl}
 OUT=${OUT:?set OUT to the directory whose files come back}
 PYTHON=${PYTHON:-python3}
@@ -119,7 +121,9 @@ evaluate_arm() {  # evaluate_arm OBJECTIVE: that arm's model evaluated as after-
     stamp "$1: complete=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['complete'])" \
         "$model/drtriton_model.json")"
     evaluate "$model" "after-$1"
-    for shard in "$model"/*.safetensors; do cp "$shard" "$OUT/$1-$(basename "$shard")"; done
+    if [ "$RETURN_MODELS" = yes ]; then
+        for shard in "$model"/*.safetensors; do cp "$shard" "$OUT/$1-$(basename "$shard")"; done
+    fi
 }
 
 results_table() {

@@ -24,7 +24,7 @@ from drtriton_training.rewards import (
     CHEATING_REWARD, UNPARSED_REWARD, VERIFIED_REWARD, DecoupledReward, JudgePool, Judging, RejectionMonitor,
     RlProgram,
 )
-from drtriton_training.rl import StallReport
+from drtriton_training.rl import StallReport, drop_non_finite_gradients
 from drtriton_training.rl_configs import RECIPES, recipe
 from drtriton_training.sft import build_model, train_tokenizer
 from drtriton_training.sft_configs import RECIPES as SFT_RECIPES
@@ -161,6 +161,20 @@ def test_a_step_that_outlasts_the_stall_limit_writes_where_every_thread_waits(tm
     text = report_path.read_text()
     assert "waiting_in_judging" in text
     assert text.count("waiting_in_judging") <= 3  # one report each 0.2 s of the 0.6 s wait, none after
+
+
+def test_a_step_whose_gradient_is_not_finite_leaves_every_weight_as_it_was():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 1))
+    model(torch.ones(2, 3)).sum().backward()
+    assert drop_non_finite_gradients(model) == []
+    assert all(p.grad is not None for p in model.parameters())
+    model[1].bias.grad[0] = float("nan")
+    assert drop_non_finite_gradients(model) == ["1.bias"]
+    assert all(p.grad is None for p in model.parameters())
+    before = [p.detach().clone() for p in model.parameters()]
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    torch.optim.AdamW(model.parameters(), lr=0.1).step()
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
 
 def test_a_quick_step_writes_no_stall_report(tmp_path):
