@@ -285,13 +285,14 @@ class RunLog:
             self.log(f"warning: {said}: the compiler's answer is longer than max_completion_length={room} tokens "
                      "(rollouts are cut before the end line; raise it with --set if the context allows)")
 
-    def skipped_update(self, step: int, parameters: list[str], loss: float) -> None:
-        """A step whose gradient was not finite: the optimiser left the model as it was."""
+    def skipped_update(self, step: int, parameters: list[str], loss: float, batch: Path) -> None:
+        """A step whose gradient was not finite: the optimiser left the model as it was; its loss batch (the
+        tensors of the rollouts) is saved at `batch` to reproduce it."""
         self.write({"event": "skipped_update", "objective": self.objective, "step": step, "loss": loss,
-                    "non_finite_gradients": len(parameters), "first": parameters[:3]})
+                    "non_finite_gradients": len(parameters), "first": parameters[:3], "batch": str(batch)})
         self.log(f"warning: step {step}: the gradient of {len(parameters)} parameters ({', '.join(parameters[:3])}"
                  f"{', ...' if len(parameters) > 3 else ''}) is not finite (loss {loss:.4g}); the model was left as "
-                 "it was this step")
+                 f"it was this step; its batch is in {batch}")
 
     def generation(self, rollouts: int, seconds: float) -> None:
         """One batch of rollouts sampled (how long sampling takes beside judging: a chunk that stalls says which)."""
@@ -488,11 +489,19 @@ def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_l
             finally:
                 del model.generate
 
+        def _prepare_inputs(self, generation_batch):
+            self.loss_batch = super()._prepare_inputs(generation_batch)  # the rollouts' tensors this step trains on
+            return self.loss_batch
+
         def training_step(self, model, inputs, num_items_in_batch=None):
             loss = super().training_step(model, inputs, num_items_in_batch)
             bad = drop_non_finite_gradients(model)
             if bad:
-                step_log.skipped_update(self.state.global_step + 1, bad, float(loss))
+                step = self.state.global_step + 1
+                batch = checkpoints.parent / f"non_finite_step_{step}.pt"
+                torch.save({name: value.detach().cpu() for name, value in self.loss_batch.items()
+                            if isinstance(value, torch.Tensor)}, batch)
+                step_log.skipped_update(step, bad, float(loss), batch)
             return loss
 
         def _get_train_sampler(self, dataset=None):

@@ -364,3 +364,31 @@ def test_rl_tiny_runs_end_to_end_advances_its_curriculum_and_resumes(tmp_path, c
     state = json.loads((run / "checkpoints" / "checkpoint-3" / "trainer_state.json").read_text())
     assert state["global_step"] == 3
     assert json.loads((run / "checkpoints" / "checkpoint-3" / "curriculum.json").read_text())["index"] == 1
+
+
+def test_a_step_with_a_nan_gradient_is_skipped_logged_and_its_batch_kept(tmp_path, monkeypatch, capsys):
+    from drtriton_training import rl as rl_module
+
+    real_drop = rl_module.drop_non_finite_gradients
+
+    def poisoned(model):  # as on the H200: one backward gives a NaN gradient
+        next(p for p in model.parameters() if p.grad is not None).grad.view(-1)[0] = float("nan")
+        return real_drop(model)
+
+    monkeypatch.setattr(rl_module, "drop_non_finite_gradients", poisoned)
+    run = tmp_path / "run"
+    assert cli.main(["rl", "--config", "tiny", "--out", str(run), "--steps", "1", "--objective", "grpo"]) == 0
+    assert "the model was left as it was this step" in capsys.readouterr().err
+    [skipped] = [record for record in log_records(run) if record["event"] == "skipped_update"]
+    assert skipped["step"] == 1 and skipped["non_finite_gradients"] >= 1
+    batch = torch.load(skipped["batch"])
+    assert batch["completion_ids"].shape[0] == RECIPES["tiny"].rollouts_per_step
+    from safetensors.torch import load_file
+
+    def weights(directory):
+        return {name: tensor for path in sorted(directory.glob("*.safetensors")) for name, tensor in
+                load_file(path).items()}
+
+    before, after = weights(run / "initial_model"), weights(run / "model")
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[name].float(), after[name].float()) for name in before)
