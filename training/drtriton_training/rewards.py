@@ -433,8 +433,14 @@ class DecoupledReward:
             "correctness": {"mean": sum(rewards) / len(rewards), "min": min(rewards), "max": max(rewards)},
             "speed": ({"mean": sum(speeds) / len(speeds), "max": max(speeds), "timed": len(speeds)}
                       if self.speed_on and speeds else None),
+            "distinct_answers": distinct_answers(hashes, completions),
             "warnings": self.monitor.update(rejections, len(verdicts)),
         }
+        if stats["distinct_answers"]["mean"] < 2:
+            stats["warnings"].append(
+                f"a prompt's rollouts hold {stats['distinct_answers']['mean']:.1f} distinct answers on average: "
+                "identical answers get identical rewards, so their group teaches nothing; raise the sampling "
+                "temperature (--set temperature=...)")
         self._keep_samples(step, hashes, completions, verdicts)
         self.on_step(stats)
 
@@ -449,6 +455,15 @@ class DecoupledReward:
         ]}
         with self.samples_path.open("a") as samples:
             samples.write(json.dumps(line) + "\n")
+
+
+def distinct_answers(hashes: list[str], completions: list[str]) -> dict[str, float]:
+    """How many different answers the step's rollouts hold per prompt (program): the mean, and the fewest."""
+    answers: dict[str, set[str]] = {}
+    for program_hash, completion in zip(hashes, completions):
+        answers.setdefault(program_hash, set()).add(completion)
+    counts = [len(distinct) for distinct in answers.values()]
+    return {"mean": sum(counts) / len(counts), "min": min(counts)}
 
 
 def _message_kind(message: str | None) -> str:

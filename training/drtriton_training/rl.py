@@ -265,7 +265,8 @@ class RunLog:
         outcomes = ", ".join(f"{count} {outcome}" for outcome, count in stats["outcomes"].items())
         speed = f", speed mean {stats['speed']['mean']:.3f}" if stats["speed"] else ""
         self.log(f"step {stats['step']} level {record['level']}: {outcomes}; correctness mean "
-                 f"{stats['correctness']['mean']:.3f}{speed}; rejections {stats['rejections'] or 'none'}")
+                 f"{stats['correctness']['mean']:.3f}{speed}; distinct answers per prompt "
+                 f"{stats['distinct_answers']['mean']:.1f}; rejections {stats['rejections'] or 'none'}")
         for warning in stats["warnings"]:
             self.log(f"warning: step {stats['step']}: {warning}")
 

@@ -177,6 +177,26 @@ def test_a_step_whose_gradient_is_not_finite_leaves_every_weight_as_it_was():
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
 
+def test_a_step_whose_rollouts_repeat_one_answer_says_so_and_warns(tmp_path):
+    from drtriton_training.rewards import DecoupledReward, Judging, RlProgram, RolloutVerdict
+
+    class SameVerdicts:
+        def judge(self, jobs, kind, judging):
+            return [RolloutVerdict("verified") for _ in jobs]
+
+    programs = {h: RlProgram(h, 2, "train", "", {}, ("x",), f"prompt {h}") for h in ("a", "b")}
+    steps = []
+    reward = DecoupledReward(programs, SameVerdicts(), kind="script", judging=Judging(1), speed_on=False,
+                             samples_path=tmp_path / "samples.jsonl", samples_kept=2,
+                             monitor=RejectionMonitor(window=2, rise=0.2), on_step=steps.append)
+    collapsed = ["a"] * 4 + ["b"] * 4
+    reward.correctness([], ["one"] * 3 + ["two"] + ["three"] * 4, collapsed)
+    assert steps[-1]["distinct_answers"] == {"mean": 1.5, "min": 1}
+    assert any("1.5 distinct answers" in warning for warning in steps[-1]["warnings"])
+    reward.correctness([], ["p", "q", "r", "s", "t", "u", "v", "w"], collapsed)
+    assert steps[-1]["distinct_answers"] == {"mean": 4.0, "min": 4} and steps[-1]["warnings"] == []
+
+
 def test_a_quick_step_writes_no_stall_report(tmp_path):
     report_path = tmp_path / "stacks.txt"
     with report_path.open("w") as stream:
