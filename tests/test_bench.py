@@ -130,6 +130,21 @@ def test_fast_1_counts_only_verified_and_strictly_faster_over_every_problem():
     assert overall["fast_1_vs_eager"] == pytest.approx(2 / 5)
 
 
+def test_kernels_slower_than_eager_are_counted_and_listed_as_pytorch_kept():
+    summary = suite.summarize(SYNTHETIC, speed_measured=True)
+    assert summary["single_op"]["pytorch_kept"] == 1  # 0.5x; exactly 1.0x is written back (not slower)
+    assert summary["fusion"]["pytorch_kept"] == 0 and summary["all"]["pytorch_kept"] == 1
+    markdown = render_markdown(gpu_results(SYNTHETIC))
+    assert "| slower than eager: PyTorch kept | 1 of 3 | 0 of 1 | 1 of 4 |" in markdown
+    kept_section = markdown.split("## Slower than eager: PyTorch kept")[1].split("##")[0]
+    assert "- single_op/softmax.py: 0.50x vs eager" in kept_section
+    assert "relu" not in kept_section and "broken" not in kept_section
+    older = gpu_results(SYNTHETIC)
+    for group in older["summary"].values():
+        del group["pytorch_kept"]  # results.json written before the count
+    assert "| slower than eager: PyTorch kept | - | - | - |" in render_markdown(older)
+
+
 def test_geometric_means_are_over_verified_problems_per_category():
     summary = suite.summarize(SYNTHETIC, speed_measured=True)
     assert summary["single_op"]["geomean_speedup_vs_eager"] == pytest.approx(1.0)  # (2 * 0.5 * 1) ** (1/3)

@@ -25,6 +25,7 @@ from drtriton_lsp.bench.roofline import BANDWIDTH_TARGET, LIBRARY_TARGET, GraphW
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.gpu_memory import GpuMemory
 from drtriton_lsp.engine.pipeline import OptimizeOptions, Outcome, optimize_target
+from drtriton_lsp.engine.report import worth_writing_back
 from drtriton_lsp.engine.session import WorkerSession
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import LocalRunner
@@ -335,6 +336,8 @@ def summarize_group(records: list[dict[str, Any]], speed_measured: bool) -> dict
         "problems": len(records),
         "verified": len(verified),
         "timed": len(timed),
+        # verified but timed slower than eager: `drtriton optimize` keeps the user's PyTorch there (not written back)
+        "pytorch_kept": sum(not worth_writing_back(r) for r in timed),
         "fast_1_vs_eager": None,
         "fast_1_vs_compile": None,
         "geomean_speedup_vs_eager": geometric_mean(vs_eager),

@@ -13,6 +13,7 @@ from typing import Any
 
 from drtriton_lsp.bench.suite import category_rank
 from drtriton_lsp.bench.suite_plots import roofline_chart, speedup_chart
+from drtriton_lsp.engine.report import worth_writing_back
 
 SPEEDUP_CHART = "speedup.svg"
 ROOFLINE_CHART = "roofline.svg"
@@ -91,6 +92,13 @@ def render_markdown(results: dict[str, Any]) -> str:
             f"- {record['problem']}: {verdict(record)}" + (f": {one_line(record['message'])}" if record["message"] else "")
             for record in not_verified
         ]
+    kept = [record for record in problems if record["status"] == "verified" and record["timing"]
+            and not worth_writing_back(record)]
+    if kept:
+        lines += ["", "## Slower than eager: PyTorch kept", "",
+                  "Verified, but timed slower than eager PyTorch: `drtriton optimize` does not write these kernels back, "
+                  "so the user's code keeps PyTorch's speed (1.00x vs eager). The speedups above are the kernels' own.", ""]
+        lines += [f"- {record['problem']}: {record['timing']['speedup_vs_eager']:.2f}x vs eager" for record in kept]
     flagged = [record for record in problems if record["timing"] and record["timing"].get("flags")]
     if flagged:
         lines += ["", "## Flags raised by the benchmark", ""]
@@ -163,6 +171,7 @@ def render_summary_table(results: dict[str, Any]) -> list[str]:
         return lines
     row("fast_1 vs eager", lambda group: share(group["fast_1_vs_eager"], group["problems"]))
     row("fast_1 vs torch.compile", lambda group: share(group["fast_1_vs_compile"], group["problems"]))
+    row("slower than eager: PyTorch kept", lambda group: pytorch_kept_cell(group))
     row("geomean speedup vs eager", lambda group: times(group["geomean_speedup_vs_eager"]))
     row("geomean speedup vs torch.compile", lambda group: times(group["geomean_speedup_vs_compile"]))
     if max_autotune_timed(results):
@@ -175,6 +184,13 @@ def render_summary_table(results: dict[str, Any]) -> list[str]:
     row("matmul-class: median of library rate", lambda group: median_cell(group["matmul_class"]))
     row(f"matmul-class at >= {target_of(summary, 'matmul_class')}", lambda group: at_target(group["matmul_class"]))
     return lines
+
+
+def pytorch_kept_cell(group: dict[str, Any]) -> str:
+    """Verified problems whose kernel is slower than eager, of those timed ("-" in results from before the count)."""
+    if "pytorch_kept" not in group:
+        return "-"
+    return f"{group['pytorch_kept']} of {group['timed']}"
 
 
 def render_problem_table(results: dict[str, Any]) -> list[str]:
