@@ -324,6 +324,13 @@ def category_rank(category: str) -> tuple[int, str]:
     return ({"single_op": 0, "fusion": 1}.get(category, 2), category)
 
 
+def slower_than_eager(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records verified but timed slower than eager: `drtriton optimize` does not write their kernels back, so the
+    user's code keeps PyTorch there."""
+    return [record for record in records if record["status"] == "verified" and record["timing"]
+            and not worth_writing_back(record)]
+
+
 def summarize_group(records: list[dict[str, Any]], speed_measured: bool) -> dict[str, Any]:
     verified = [r for r in records if r["status"] == "verified"]
     timed = [r for r in verified if r["timing"]]
@@ -336,8 +343,7 @@ def summarize_group(records: list[dict[str, Any]], speed_measured: bool) -> dict
         "problems": len(records),
         "verified": len(verified),
         "timed": len(timed),
-        # verified but timed slower than eager: `drtriton optimize` keeps the user's PyTorch there (not written back)
-        "pytorch_kept": sum(not worth_writing_back(r) for r in timed),
+        "pytorch_kept": len(slower_than_eager(timed)),
         "fast_1_vs_eager": None,
         "fast_1_vs_compile": None,
         "geomean_speedup_vs_eager": geometric_mean(vs_eager),

@@ -11,9 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from drtriton_lsp.bench.suite import category_rank
+from drtriton_lsp.bench.suite import category_rank, slower_than_eager
 from drtriton_lsp.bench.suite_plots import roofline_chart, speedup_chart
-from drtriton_lsp.engine.report import worth_writing_back
 
 SPEEDUP_CHART = "speedup.svg"
 ROOFLINE_CHART = "roofline.svg"
@@ -92,8 +91,7 @@ def render_markdown(results: dict[str, Any]) -> str:
             f"- {record['problem']}: {verdict(record)}" + (f": {one_line(record['message'])}" if record["message"] else "")
             for record in not_verified
         ]
-    kept = [record for record in problems if record["status"] == "verified" and record["timing"]
-            and not worth_writing_back(record)]
+    kept = slower_than_eager(problems)
     if kept:
         lines += ["", "## Slower than eager: PyTorch kept", "",
                   "Verified, but timed slower than eager PyTorch: `drtriton optimize` does not write these kernels back, "
