@@ -76,10 +76,14 @@ def rl(recipe: RlRecipe, out: Path, *, objective: str, resume: bool = False, clu
             speed_on=speed_on, samples_path=out / SAMPLES_FILE, samples_kept=recipe.samples_kept_per_step,
             monitor=RejectionMonitor(recipe.hacking_window_steps, recipe.hacking_rise), on_step=step_log.step,
         )
+        stall_report = StallReport(recipe.stall_report_s)
         trainer, time_limit = _trainer(
-            recipe, objective, model_path, programs, curriculum, reward, step_log, checkpoints, started
+            recipe, objective, model_path, programs, curriculum, reward, step_log, checkpoints, started, stall_report
         )
-        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        try:
+            trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        finally:
+            stall_report.disarm()  # a step that raised leaves no report armed in the process
         step = trainer.state.global_step
         manifest = {
             "schema": MANIFEST_SCHEMA,
@@ -316,12 +320,14 @@ def drop_non_finite_gradients(model) -> list[str]:
     NaN into every weight, and the next step's sampling would fail on NaN probabilities)."""
     import torch
 
-    bad = [name for name, parameter in model.named_parameters()
-           if parameter.grad is not None and not bool(torch.isfinite(parameter.grad).all())]
-    if bad:
-        for parameter in model.parameters():
-            parameter.grad = None
-    return bad
+    with_gradients = [(name, parameter.grad) for name, parameter in model.named_parameters()
+                      if parameter.grad is not None]
+    finite = [torch.isfinite(gradient).all() for _name, gradient in with_gradients]
+    if not finite or bool(torch.stack(finite).all()):  # one read back from the device per step
+        return []
+    for parameter in model.parameters():
+        parameter.grad = None
+    return [name for (name, _gradient), ok in zip(with_gradients, finite) if not ok]
 
 
 class StallReport:
@@ -406,8 +412,10 @@ def rollout_constraint(program: RlProgram, recipe: RlRecipe) -> ScriptConstraint
     return script_constraint(OpGraph.from_json(program.graph))
 
 
-def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_log, checkpoints, started):
-    """The GRPOTrainer (DRPO's subclass for "drpo") with the curriculum's sampler, its callbacks and the time limit."""
+def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_log, checkpoints, started,
+             stall_report):
+    """The GRPOTrainer (DRPO's subclass for "drpo") with the curriculum's sampler, its callbacks (`stall_report`
+    armed for each step) and the time limit."""
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer, LogitsProcessorList, TrainerCallback
@@ -544,9 +552,6 @@ def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_l
         def on_step_begin(self, args, state, control, **kwargs):
             stall_report.arm()
 
-        def on_train_end(self, args, state, control, **kwargs):
-            stall_report.disarm()
-
         def on_step_end(self, args, state, control, model=None, **kwargs):
             stall_report.disarm()
             if state.global_step % recipe.eval_every_steps == 0:
@@ -559,7 +564,6 @@ def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_l
             if state.is_world_process_zero:
                 curriculum.save(checkpoints / f"checkpoint-{state.global_step}")
 
-    stall_report = StallReport(recipe.stall_report_s)
     base = DrpoTrainer if objective == "drpo" else GRPOTrainer
     trainer_class = type(f"Curriculum{base.__name__}", (CurriculumTraining, base), {})
     options = {"drpo_lambda": recipe.drpo_lambda} if objective == "drpo" else {}
