@@ -7,8 +7,8 @@
 #   before      eval of the shipped model (the baseline both arms start from)
 #   drpo, grpo  one time-limited chunk of `rl --objective drpo|grpo` (resumes from its checkpoint when run again)
 #   eval-drpo, eval-grpo
-#               eval of that arm's model; its safetensors shards are copied to $OUT as ARM-*.safetensors unless
-#               RETURN_MODELS=no (both arms' shards are over what a call returns)
+#               eval of that arm's model; the shards of the arm RETURN_MODEL names are copied to $OUT as
+#               ARM-*.safetensors (one arm's: both are over the 64 MiB a call returns)
 #   table       the results table of before, after-drpo and after-grpo (all three evaluations must be in WORK/results)
 #   after       eval-drpo,eval-grpo,table
 #   all         before,drpo,grpo,after in one call (a session with little device time: size CHUNK_SECONDS and
@@ -21,14 +21,15 @@
 # Upload: the repository (the shipped model is 37 MB), the wheels of trl, datasets, dill and multiprocess in
 # training/wheels, and the run's programs captured here (`drtriton-train rl --config small --capture-only --out DIR`:
 # synthesis needs OR-Tools, whose 29 MB wheel does not fit beside the model under the 64 MiB limit); PROGRAMS names
-# that programs.jsonl. Back (at most 8 files of 16 MiB): an evaluated arm's safetensors shards and bundle.tar.gz
+# that programs.jsonl. Back (at most 8 files of 16 MiB): RETURN_MODEL's safetensors shards and bundle.tar.gz
 # (results, logs, samples, manifests).
 #
 # Settings (environment): PHASE, PROGRAMS, STEPS (optimiser steps per arm, default 40), CHUNK_SECONDS (per call,
 # default 420), CHUNK_GRACE (default 120), STALL_SECONDS (default 150), RL_SETTINGS (more `--set FIELD=VALUE` for
 # both arms, space-separated, e.g. "prompts_per_step=4"), EVAL_LEVELS, EVAL_PER_LEVEL, EVAL_SAMPLES, EVAL_SECONDS,
 # EVAL_WORKERS (programs judged at once, default 8), EVAL_SET (heldout, the shipped held-out sets, or validation: the
-# validation split of PROGRAMS, sized for the GPU by program_scale; default heldout), RETURN_MODELS, WORK, OUT.
+# validation split of PROGRAMS, sized for the GPU by program_scale; default heldout), RETURN_MODEL (drpo, grpo or
+# none; default drpo), WORK, OUT.
 # The table compares the three models on the programs all three evaluations reached (a time limit can stop one
 # earlier than another).
 set -euo pipefail
@@ -47,7 +48,7 @@ EVAL_SAMPLES=${EVAL_SAMPLES:-4}
 EVAL_SECONDS=${EVAL_SECONDS:-250}
 EVAL_WORKERS=${EVAL_WORKERS:-8}
 EVAL_SET=${EVAL_SET:-heldout}
-RETURN_MODELS=${RETURN_MODELS:-yes}
+RETURN_MODEL=${RETURN_MODEL:-drpo}
 WORK=${WORK:-/tmp/drtriton-rl}
 OUT=${OUT:?set OUT to the directory whose files come back}
 PYTHON=${PYTHON:-python3}
@@ -112,7 +113,7 @@ pack() {  # pack: bundle.tar.gz of what exists so far (results, logs, samples, m
     fi
 }
 
-evaluate_arm() {  # evaluate_arm OBJECTIVE: that arm's model evaluated as after-OBJECTIVE, its shards copied to $OUT
+evaluate_arm() {  # evaluate_arm OBJECTIVE: that arm's model evaluated as after-OBJECTIVE (its shards to $OUT if asked)
     local model="$WORK/$1/model"
     if [ ! -f "$model/drtriton_model.json" ]; then
         stamp "$1: no model to evaluate (its chunk has not finished: run PHASE=$1 again)"
@@ -121,7 +122,7 @@ evaluate_arm() {  # evaluate_arm OBJECTIVE: that arm's model evaluated as after-
     stamp "$1: complete=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['complete'])" \
         "$model/drtriton_model.json")"
     evaluate "$model" "after-$1"
-    if [ "$RETURN_MODELS" = yes ]; then
+    if [ "$RETURN_MODEL" = "$1" ]; then
         for shard in "$model"/*.safetensors; do cp "$shard" "$OUT/$1-$(basename "$shard")"; done
     fi
 }
