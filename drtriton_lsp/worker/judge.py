@@ -280,6 +280,7 @@ class Judge:
         # computes
         self.draws = DrawsAhead(self._draw_now, [1000, EXTRA_DRAW] + [1000 + trial for trial in range(1, self.trials)])
         self._float64_models: dict[torch.nn.Module, torch.nn.Module | None] = {}
+        self._cpu_models: dict[torch.nn.Module, torch.nn.Module] = {}
 
     def progress(self, message: str) -> None:
         with self._progress_lock:
@@ -493,19 +494,15 @@ class Judge:
 
     def _odd_trials(self, lane: Lane, drawn: list[Any]) -> None:
         skipped: list[str] = []
-        reference_on_cpu: torch.nn.Module | None = None
         for index, sizes in enumerate(self.plan.odd):
             where = self.plan.describe("odd", index)
             self.progress(f"odd-size trial {index + 1}/{len(self.plan.odd)} at {where}")
             inputs = resize_inputs(drawn, sizes)
-            if self.device.type == "cuda" and _has_index_inputs(inputs):
-                # resized index inputs (class targets, positions) may point past a resized dim, and PyTorch's CUDA
-                # kernels then fail a device assert that ruins the process: ask the CPU first
-                reference_on_cpu = reference_on_cpu or copy.deepcopy(self.reference).cpu()
-                failure = _reference_failure(reference_on_cpu, inputs)
-                if failure:
-                    skipped.append(f"{where} ({failure})")
-                    continue
+            # resized index inputs (class targets, positions) may point past a resized dim
+            failure = self._rejected_on_the_cpu(Call(inputs))
+            if failure:
+                skipped.append(f"{where} ({failure})")
+                continue
             try:
                 self._trial(lane, Call(inputs), "odd", mismatch="wrong_at_odd_shape")
             except ReferenceFailed as failure:
@@ -519,6 +516,11 @@ class Judge:
         notes: list[str] = []
         inputs = resize_inputs(drawn, self.plan.primary)
         for label, call in _call_variants(self.task_module.Model.forward, inputs):
+            # another scalar (an ignore_index) may let an index input's out-of-range values through
+            failure = self._rejected_on_the_cpu(call)
+            if failure:
+                notes.append(f"call {label}: skipped, the reference rejects it ({failure})")
+                continue
             self.progress(f"trial with another call: {label}")
             try:
                 self._trial(lane, call, f"call: {label}", mismatch="wrong_for_other_call", must_launch=False)
@@ -531,9 +533,14 @@ class Judge:
                 with self.rng_lock:
                     torch.manual_seed(init_seed(self.seed))
                     reference = self.task_module.Model(*init).eval().to(self.device)
-                self._reference_outputs(Call(inputs), reference)
+                # another constructor value (a pad_id) may let an index input's out-of-range values through
+                failure = self._rejected_on_the_cpu(Call(inputs), reference)
+                if not failure:
+                    self._reference_outputs(Call(inputs), reference)
             except Exception as error:  # noqa: BLE001 - the task does not accept these values: nothing to compare
-                notes.append(f"instance {label}: skipped, the reference rejects it ({type(error).__name__})")
+                failure = str(error) if isinstance(error, ReferenceFailed) else f"{type(error).__name__}: {error}"[:200]
+            if failure:
+                notes.append(f"instance {label}: skipped, the reference rejects it ({failure})")
                 continue
             self.progress(f"trial with another instance: {label}")
             self._save(lane, f"{name}-init.pt", list(init))
@@ -803,6 +810,17 @@ class Judge:
                 self._float64_models[reference] = None
         return self._float64_models[reference]
 
+    def _rejected_on_the_cpu(self, call: Call, reference: torch.nn.Module | None = None) -> str:
+        """Why the reference rejects `call`, asked of a CPU copy of it first, for a check that skips a call the
+        reference rejects: where an index input out of range would fail a device assert that ruins this process
+        (_index_errors_ruin_the_process). Empty where the reference accepts the call, or the device raises instead."""
+        if not _index_errors_ruin_the_process(self.device) or not _has_index_inputs([*call.args, *call.kwargs.values()]):
+            return ""
+        reference = reference or self.reference
+        if reference not in self._cpu_models:
+            self._cpu_models[reference] = copy.deepcopy(reference).cpu()
+        return _reference_failure(self._cpu_models[reference], call)
+
     def _draw_now(self, offset: int) -> list[Any]:
         with self.rng_lock:
             return draw_inputs(self.task, self.task_module, self.directory, seed=self.seed + offset)
@@ -967,6 +985,13 @@ def _cpu_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: value.detach().cpu() for name, value in model.state_dict().items()}
 
 
+def _index_errors_ruin_the_process(device: torch.device) -> bool:
+    """Whether PyTorch's kernels on `device` meet an out-of-range index (a class target in gather or nll_loss, a token
+    id in embedding) with a device assert, after which every call on the device fails in this process, rather than
+    with an error the process survives (the CPU's IndexError or RuntimeError)."""
+    return device.type == "cuda"
+
+
 def _has_index_inputs(inputs: list) -> bool:
     return any(
         isinstance(value, torch.Tensor) and not value.is_floating_point() and value.dtype != torch.bool
@@ -974,11 +999,11 @@ def _has_index_inputs(inputs: list) -> bool:
     )
 
 
-def _reference_failure(reference: torch.nn.Module, inputs: list) -> str:
-    """Why the reference raises on these inputs (empty if it runs)."""
+def _reference_failure(reference: torch.nn.Module, call: Call) -> str:
+    """Why the reference raises on this call (empty if it runs)."""
     try:
         with torch.no_grad():
-            reference(*[_clone(value) for value in inputs])
+            reference(*[_clone(value) for value in call.args], **{name: _clone(value) for name, value in call.kwargs.items()})
     except Exception as error:  # noqa: BLE001 - any failure means the task rejects these sizes
         return f"{type(error).__name__}: {str(error)[:200]}"
     return ""

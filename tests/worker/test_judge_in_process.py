@@ -113,7 +113,8 @@ def test_a_correct_candidate_passes_every_check_with_an_honest_record(verify):
     assert checks["odd_shapes"] == "tried" and checks["full_size"].startswith("the primary trials ran")
     assert checks["weights"] == "copied from the reference"
     assert checks["other_instances_and_calls"] == [
-        "instance other int constructor values (64->65): skipped, the reference rejects it (ReferenceFailed)",
+        "instance other int constructor values (64->65): skipped, the reference rejects it (RuntimeError: The size of "
+        "tensor a (64) must match the size of tensor b (65) at non-singleton dimension 1)",
     ]
     assert result["max_abs_err"] <= 1e-6
 
@@ -289,3 +290,39 @@ def test_inputs_that_cannot_be_laid_out_another_way_are_said_not_tried(verify, m
     result = verify("good")
     assert result["verified"] and result["checks"]["strided_inputs"] == "not tried: no input can be laid out another way"
     assert "strided" not in [shape["label"] for shape in result["shapes"]]
+
+
+@pytest.mark.parametrize(
+    ("task", "skipped"),
+    [
+        ("task_masked_nll", "instance other int constructor values (-1->0): skipped, the reference rejects it ("),
+        ("task_masked_nll_argument", "call pad_id=0: skipped, the reference rejects it ("),
+    ],
+)
+def test_a_variant_the_reference_fails_on_index_inputs_is_skipped_without_running_it_on_the_device(
+    verify, monkeypatch, task, skipped
+):
+    # on a GPU an out-of-range index (pad_id -1 -> 0 lets the padding's -1 through to gather) fails a device assert,
+    # after which every CUDA call of the judge's process fails: on the H200, the strided trial after the other
+    # instances. Here a reference run that fails on index inputs breaks every later one alike.
+    monkeypatch.setattr(judge, "_index_errors_ruin_the_process", lambda device: True)
+    reference_outputs = judge.Judge._reference_outputs
+    ruined = []
+
+    def as_on_a_gpu(self, call, *args, **kwargs):
+        if ruined:
+            raise RuntimeError("CUDA error: device-side assert triggered")
+        try:
+            return reference_outputs(self, call, *args, **kwargs)
+        except judge.ReferenceFailed:
+            if judge._has_index_inputs([*call.args, *call.kwargs.values()]):
+                ruined.append(call)
+            raise
+
+    monkeypatch.setattr(judge.Judge, "_reference_outputs", as_on_a_gpu)
+    result = verify("masked_nll", task=task)
+    assert result["verified"], result["detail"]
+    [note] = [note for note in result["checks"]["other_instances_and_calls"] if "skipped" in note]
+    assert note.startswith(skipped) and "index -1 is out of bounds" in note
+    assert result["checks"]["strided_inputs"] == "tried (transposed or strided views of the inputs)"
+    assert not ruined
