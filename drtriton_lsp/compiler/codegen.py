@@ -34,6 +34,7 @@ class CompiledProgram:
     tf32: some kernel computes float32 matmuls in TF32 because its schedule says precision=tf32.
     kept_copies: the kept ops (among kept_ops) a template could compute but that only move data (copies, casts,
       eval-mode dropout, cat): the default schedule keeps them when a kernel would compute nothing else.
+    replay: the schedule ends in `replay cuda_graph`: the written-back dispatch replays the forward as CUDA graphs.
     """
 
     kernel_block: str
@@ -45,6 +46,7 @@ class CompiledProgram:
     view_ops: tuple[str, ...] = ()
     tf32: bool = False
     kept_copies: tuple[str, ...] = ()
+    replay: bool = False
     required_imports: tuple[str, ...] = ("import torch", "import triton", "import triton.language as tl")
 
 
@@ -97,4 +99,5 @@ def compile_graph(
             for step in kept
             if roles.roles.get(step.node) is not None and moves_data_only(nodes, (step.node,))
         ),
+        replay=parsed.replay,
     )

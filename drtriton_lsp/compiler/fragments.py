@@ -120,7 +120,7 @@ def channels_last_schedule(graph: OpGraph, schedule: Schedule) -> Schedule | Non
         else line
         for line in schedule.steps
     )
-    return Schedule(relaid) if relaid != schedule.steps else None
+    return Schedule(relaid, schedule.replay) if relaid != schedule.steps else None
 
 
 def schedulable_ops(graph: OpGraph) -> list[str]:

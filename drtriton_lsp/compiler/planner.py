@@ -94,8 +94,16 @@ def live_readers(graph: OpGraph, roles: GraphRoles) -> dict[str, list[str]]:
     return {value: [reader for reader in readers if reader not in roles.dropped] for value, readers in graph.users().items()}
 
 
+# launches (kernels and kept ops) from which the default schedule replays the forward as a CUDA graph: on the H200 a
+# Python-launched step costs ~75-100 us of host time, so blocks of many short steps are host-bound (a 10-step ResNet
+# stage: 0.91 ms a call written back, 0.27 ms replayed), while the graph's input and output copies cost more than they
+# save on blocks of a few steps (4 steps: 0.28 -> 0.35 ms); benchmarks/results/host-overhead-h200.md
+REPLAY_FROM_STEPS = 8
+
+
 def default_schedule(graph: OpGraph) -> Schedule:
-    """The compiler's schedule for `graph`: greedy fusion, each template's default parameters."""
+    """The compiler's schedule for `graph`: greedy fusion, each template's default parameters; replayed as a CUDA
+    graph from REPLAY_FROM_STEPS steps."""
     roles = classify(graph)
     readers = live_readers(graph, roles)
     nodes = {node.name: node for node in graph.nodes}
@@ -124,7 +132,7 @@ def default_schedule(graph: OpGraph) -> Schedule:
     if computes_in_pytorch and kernels and all(moves_data_only(nodes, kernel.nodes) for kernel in kernels):
         # cat/stack/repeat kernels that would only copy what PyTorch computed: no value would come from Triton
         steps = [KeepLine(name) for step in steps for name in (step.nodes if isinstance(step, KernelLine) else (step.node,))]
-    return Schedule(tuple(steps))
+    return Schedule(tuple(steps), replay=len(steps) >= REPLAY_FROM_STEPS and bool(kernels))
 
 
 def moves_data_only(nodes: dict[str, OpNode], members: tuple[str, ...]) -> bool:

@@ -5,6 +5,8 @@ One step per line, in the order the hybrid forward runs them; ops are the graph'
     kernel <template> <op>,<op>,... <parameter>=<value> ...   (the template's parameters, all, in order)
     keep <op>                                                  (the op stays a PyTorch call)
     keep <op> layout=channels_last                             (a kept 2-d convolution, on a channels-last input)
+    replay cuda_graph                                          (last line, optional: on CUDA the written-back
+                                                                forward replays one CUDA graph per kind of call)
 
 Views, tuple reads and shape arithmetic are not listed: they run where the forward first needs them.
 Parsing accepts only the canonical spelling, so `print_schedule(parse_schedule(text)) == text`.
@@ -56,11 +58,17 @@ class KeepLine:
         return f"keep {self.node}" + (f" layout={self.layout}" if self.layout else "")
 
 
+# how the written-back forward may run its steps: cuda_graph replays them as one CUDA graph (the dispatch's)
+REPLAY_MODES = ("cuda_graph",)
+REPLAY_LINE = "replay cuda_graph"
+
+
 @dataclass(frozen=True)
 class Schedule:
-    """A parsed script: its steps in run order."""
+    """A parsed script: its steps in run order; replay: the `replay cuda_graph` line ends it."""
 
     steps: tuple[KernelLine | KeepLine, ...]
+    replay: bool = False
 
     @property
     def kernels(self) -> tuple[KernelLine, ...]:
@@ -69,7 +77,7 @@ class Schedule:
 
 def print_schedule(schedule: Schedule) -> str:
     """The script text: one line per step, each ending in a newline."""
-    return "".join(step.render() + "\n" for step in schedule.steps)
+    return "".join(step.render() + "\n" for step in schedule.steps) + (REPLAY_LINE + "\n" if schedule.replay else "")
 
 
 def parse_schedule(text: str) -> Schedule:
@@ -79,10 +87,18 @@ def parse_schedule(text: str) -> Schedule:
             f"line {text.count(chr(10)) + 1}: the script must end with a newline",
             "every step is one line ending in '\\n'",
         )
+    lines = text.splitlines()
+    replay = bool(lines) and lines[-1].startswith("replay")
+    if replay:
+        if lines[-1] != REPLAY_LINE:
+            raise ScheduleError(
+                f"line {len(lines)}: expected {REPLAY_LINE!r}, got {lines[-1]!r}", f"replay modes: {', '.join(REPLAY_MODES)}"
+            )
+        lines = lines[:-1]
     steps: list[KernelLine | KeepLine] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         steps.append(_parse_line(number, line))
-    return Schedule(tuple(steps))
+    return Schedule(tuple(steps), replay)
 
 
 def _parse_line(number: int, line: str) -> KernelLine | KeepLine:
@@ -101,6 +117,8 @@ def _parse_line(number: int, line: str) -> KernelLine | KeepLine:
         if name != "layout" or layout not in KEEP_LAYOUTS:
             raise fail(f"a keep line takes only layout=<layout>, got {words[2]!r}", f"layouts: {', '.join(KEEP_LAYOUTS)}")
         return KeepLine(words[1], layout)
+    if words[0] == "replay":
+        raise fail(f"{REPLAY_LINE!r} can only be the last line", "move it to the end of the script")
     if words[0] != "kernel":
         raise fail(f"a step starts with 'kernel' or 'keep', not {words[0]!r}", "see the script grammar in docs/COMPILER.md")
     if len(words) < 3:

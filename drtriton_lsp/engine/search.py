@@ -191,11 +191,11 @@ def choose(alternatives: list[Alternative]) -> Alternative:
 
 
 def assemble(base: Schedule, replacements: dict[int, str]) -> Schedule:
-    """The base schedule with the steps at some positions replaced by other script text."""
+    """The base schedule with the steps at some positions replaced by other script text (its replay line kept)."""
     steps: list[KernelLine | KeepLine] = []
     for position, step in enumerate(base.steps):
         steps.extend(parse_schedule(replacements[position]).steps if position in replacements else (step,))
-    return Schedule(tuple(steps))
+    return Schedule(tuple(steps), base.replay)
 
 
 def search_schedule(
@@ -212,8 +212,8 @@ def search_schedule(
 ) -> SearchResult:
     """Measure the alternatives of every kernel line of `base` and assemble the fastest verified ones.
 
-    First the whole graph with its kept convolutions channels-last against `base` (the layout step); then the
-    lines in order, but for those of a convolution the layout step made channels-last. When the budget runs out or
+    First the whole graph with its kept convolutions channels-last against `base` (the layout step), then (with
+    `whole`) the written-back module with and without CUDA-graph replay (the replay step); then the lines in order, but for those of a convolution the layout step made channels-last. When the budget runs out or
     `cancel` is set, the line being measured is stopped and the lines not yet searched keep their default, so the
     result is always a complete, decodable schedule. whole: the target's own task for the layout step (else the
     graph as a fragment task). more_measures: measurers of other GPUs, on which later lines are measured side by side
@@ -227,6 +227,11 @@ def search_schedule(
             graph, base, name=name, measure=measure, budget=budget, progress=progress, cancel=cancel,
             deadline=deadline, result=result, whole=whole,
         )
+        if not result.stopped and whole is not None:
+            base, result.stopped = _replay_step(
+                graph, base, measure=measure, budget=budget, progress=progress, cancel=cancel, deadline=deadline,
+                result=result, whole=whole,
+            )
         if not result.stopped:
             result.stopped = _search_steps(
                 graph, base, name=name, measures=[measure, *more_measures], budget=budget, progress=progress, cancel=cancel,
@@ -331,6 +336,40 @@ def _layout_step(
     timing = f", {best.ms:.4g} ms vs PyTorch {pytorch_ms:.4g} ms" if best.ms and pytorch_ms else ""
     progress(f"layouts: best '{best.label}'{timing}")
     return (relaid if best.label == "channels_last" else schedule), ""
+
+
+def _replay_step(
+    graph: OpGraph, schedule: Schedule, *, measure: FragmentMeasurer, budget: SearchBudget, progress: Callable[[str], None],
+    cancel: threading.Event | None, deadline: Deadline, result: SearchResult, whole: WholeProgram,
+) -> tuple[Schedule, str]:
+    """The written-back module with its forward run plainly against the same replayed as CUDA graphs (what a
+    replay saves is host time, which only the whole module shows); the faster verified one, and why the search
+    stopped here ("" if it did not)."""
+    if deadline.expired():
+        return schedule, "budget"
+    if budget.candidates - result.candidates < 2:
+        return schedule, ""
+    options = [("plain", Schedule(schedule.steps)), ("cuda_graph", Schedule(schedule.steps, replay=True))]
+    sources = [whole.candidate(print_schedule(option)) for _, option in options]
+    try:
+        pytorch_ms, alternatives = _measure_options(
+            graph, [(label, option.steps) for label, option in options], sources, task=whole.task, measure=measure,
+            budget=budget, cancel=cancel, deadline=deadline, progress=progress, what="replay",
+        )  # fmt: skip
+    except _Stopped as stopped:
+        return schedule, stopped.reason
+    except DrtritonError as failure:
+        progress(f"replay: not searched, {failure.message}")
+        return schedule, ""
+    for alternative, (_, option) in zip(alternatives, options):
+        alternative.script = print_schedule(option)
+    best = choose(alternatives)
+    result.candidates += len(alternatives)
+    result.verified += sum(alternative.verified for alternative in alternatives)
+    result.fragments.append(FragmentResult(len(schedule.steps) + 1, ["replay"], pytorch_ms, alternatives, best.label))
+    timing = f", {best.ms:.4g} ms vs PyTorch {pytorch_ms:.4g} ms" if best.ms and pytorch_ms else ""
+    progress(f"replay: best '{best.label}'{timing}")
+    return Schedule(schedule.steps, replay=best.label == "cuda_graph"), ""
 
 
 class _StepsInFlight:

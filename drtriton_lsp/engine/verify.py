@@ -34,6 +34,7 @@ REJECTION_REASONS = {
     "wrong_result": "the results differ from the reference",
     "wrong_at_odd_shape": "the results differ from the reference at odd sizes (a missing mask?)",
     "wrong_for_strided_inputs": "the results differ from the reference for non-contiguous inputs",
+    "wrong_under_replay": "the results differ from the reference when the written dispatch replays CUDA graphs",
     "wrong_at_full_size": "the results differ from the reference at the task's own sizes",
     "wrong_for_other_instance": "the results differ from the reference for an instance with other constructor values",
     "wrong_for_other_call": "the results differ from the reference for another call (keywords, defaults, scalars)",

@@ -34,6 +34,7 @@ class GeneratedProgram(Protocol):
     kernel_block: str
     forward_function: str
     required_imports: tuple[str, ...]
+    replay: bool  # write-back's dispatch replays the forward as CUDA graphs
 
 
 def build_candidate(task_source: str, program: GeneratedProgram, header: str) -> str:

@@ -25,6 +25,7 @@ import functools as _drtriton_functools
 import inspect as _drtriton_inspect
 import math as _drtriton_math
 import os as _drtriton_os
+import threading as _drtriton_threading
 import warnings as _drtriton_warnings
 
 import torch
@@ -108,7 +109,110 @@ def drtriton_same(value, expected, home):
     return type(value) is type(expected) and value == expected
 
 
-def drtriton_dispatch(triton_forward, specialization, is_method=True):
+class DrtritonGraphReplay:
+    """`triton_forward` replayed as one CUDA graph per kind of call, so a call's launches cost the host one replay.
+
+    A kind of call is its arguments' sizes, strides, dtypes and plain values and the module tensors' addresses (a
+    replaced parameter is a new kind; one changed in place is read by the graph). Its first call runs plainly, is
+    captured, replayed on the same inputs and must give bitwise the plain run's results, else that kind stays plain
+    (as do calls that are not a graph's: strided inputs, other structures, a capture in progress, a failed capture).
+    Inputs are copied into the graph's buffers and outputs copied out: a returned tensor is never reused.
+    DRTRITON_CUDA_GRAPHS=0 in the environment runs every call plainly.
+    """
+
+    KINDS = 8  # graphs kept per forward (each holds its intermediate buffers); later kinds run plainly
+
+    def __init__(self, triton_forward, warn):
+        self.triton_forward = triton_forward
+        self.warn = warn
+        self.graphs = {}  # kind -> (graph, static inputs, static outputs, finished event), or None: runs plainly
+        self.lock = _drtriton_threading.Lock()
+
+    def __call__(self, module, module_tensors, passed):
+        if _drtriton_os.environ.get("DRTRITON_CUDA_GRAPHS") == "0" or torch.cuda.is_current_stream_capturing():
+            return self.triton_forward(module, *passed)
+        kind = self.kind(module_tensors, passed)
+        with self.lock:
+            if kind is None or self.graphs.get(kind, False) is None:
+                return self.triton_forward(module, *passed)
+            if kind not in self.graphs:
+                if len(self.graphs) >= self.KINDS:
+                    return self.triton_forward(module, *passed)
+                return self.capture(kind, module, passed)
+            graph, inputs, outputs, finished = self.graphs[kind]
+            stream = torch.cuda.current_stream()
+            stream.wait_event(finished)  # the last replay's outputs are copied out before its buffers are reused
+            for static, value in zip(inputs, passed):
+                if isinstance(static, torch.Tensor):
+                    static.copy_(value)
+            graph.replay()
+            copied = self.copied(outputs)
+            finished.record(stream)
+            return copied
+
+    @staticmethod
+    def kind(module_tensors, passed):
+        """The key of a call, or None where the call cannot be a graph's (a strided or overlapping input)."""
+        key = [(tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype) for tensor in module_tensors]
+        for value in passed:
+            if isinstance(value, torch.Tensor):
+                if not (value.is_contiguous() or value.is_contiguous(memory_format=torch.channels_last)):
+                    return None
+                key.append((value.shape, value.stride(), value.dtype, value.device))
+            elif value is None or type(value) in (int, float, bool, str):
+                key.append((type(value), value))
+            else:
+                return None
+        return tuple(key)
+
+    @staticmethod
+    def copied(outputs):
+        """The outputs as new tensors (a tensor, or a tuple or list of tensors and plain values)."""
+        if isinstance(outputs, torch.Tensor):
+            return outputs.clone()
+        return type(outputs)(value.clone() if isinstance(value, torch.Tensor) else value for value in outputs)
+
+    def capture(self, kind, module, passed):
+        plain = self.triton_forward(module, *passed)
+        flat = [plain] if isinstance(plain, torch.Tensor) else plain
+        if not isinstance(flat, (tuple, list)) or not any(isinstance(value, torch.Tensor) for value in flat):
+            self.graphs[kind] = None
+            return plain
+        inputs = [value.clone() if isinstance(value, torch.Tensor) else value for value in passed]
+        graph = torch.cuda.CUDAGraph()
+        try:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                self.triton_forward(module, *inputs)  # lazy initialisation on a side stream, before the capture
+            torch.cuda.current_stream().wait_stream(side)
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                outputs = self.triton_forward(module, *inputs)
+            graph.replay()
+            replayed = [outputs] if isinstance(outputs, torch.Tensor) else outputs
+            same = type(replayed) is type(flat) and len(replayed) == len(flat) and all(
+                torch.equal(mine, theirs) if isinstance(mine, torch.Tensor) else mine == theirs
+                for mine, theirs in zip(replayed, flat)
+            )
+        except Exception as failure:  # noqa: BLE001 - a forward that cannot be captured runs plainly
+            self.graphs[kind] = None
+            self.warn(f"not replayed as a CUDA graph ({type(failure).__name__}: {str(failure)[:120]})")
+            return plain
+        if not same:
+            self.graphs[kind] = None
+            self.warn("not replayed as a CUDA graph (its replay differed from the plain run)")
+            return plain
+        held = {value.untyped_storage().data_ptr() for value in inputs if isinstance(value, torch.Tensor)}
+        if any(isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr() in held for value in replayed):
+            self.graphs[kind] = None  # an output is a view of an input: a copy would not be one of the caller's
+            return plain
+        finished = torch.cuda.Event()
+        finished.record(torch.cuda.current_stream())
+        self.graphs[kind] = (graph, inputs, outputs, finished)
+        return plain
+
+
+def drtriton_dispatch(triton_forward, specialization, is_method=True, replay=False):
     """Run `triton_forward` in place of the decorated PyTorch code when the call is one it was verified for.
 
     The kernels run only when no gradient is needed (they have no backward pass), every tensor is on
@@ -116,7 +220,8 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True):
     `specialization` holds: the module's scalar attributes and submodule classes, parameter and input
     dtypes, ranks and fixed sizes, argument values (defaults included), module constants, and the
     training mode. Any other call runs the original, kept as `.reference`; a failed value check says
-    so once through `warnings`. A function's Triton forward receives None for `self`.
+    so once through `warnings`. A function's Triton forward receives None for `self`. replay: on CUDA, calls
+    replay CUDA graphs of `triton_forward` (DrtritonGraphReplay).
     """
 
     def decorate(reference):
@@ -133,6 +238,17 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True):
         warned = set()
         # read once, as triton.jit does: kernels defined without it are compiled ones, which need CUDA tensors
         interpreted = _drtriton_os.environ.get("TRITON_INTERPRET") == "1"
+
+        def warn_once(guard, sentence):
+            if guard not in warned:
+                warned.add(guard)
+                _drtriton_warnings.warn(f"drtriton: {sentence}; running the original {original}", stacklevel=3)
+
+        replayed = None
+        if replay and triton_forward is not None and not interpreted:
+            replayed = DrtritonGraphReplay(
+                triton_forward, lambda sentence: _drtriton_warnings.warn(f"drtriton: {original}: {sentence}", stacklevel=5)
+            )
 
         def bind(args, kwargs):
             if not kwargs and plain_signature and len(args) == len(names):
@@ -282,14 +398,19 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True):
                 if reason is None:
                     passed = [arguments[name] for name in names[1 if is_method else 0:]]
                     device = min(devices)
+                    if replayed is not None:
+                        module_tensors = [
+                            tensor for (_, where, *_), tensor in zip(tensors, found) if where == "module"
+                        ]
+                        if device != torch.cuda.current_device():
+                            with torch.cuda.device(device):
+                                return replayed(module, module_tensors, passed)
+                        return replayed(module, module_tensors, passed)
                     if device >= 0 and device != torch.cuda.current_device():
                         with torch.cuda.device(device):
                             return triton_forward(module, *passed)
                     return triton_forward(module, *passed)
-            guard, sentence = reason
-            if guard not in warned:
-                warned.add(guard)
-                _drtriton_warnings.warn(f"drtriton: {sentence}; running the original {original}", stacklevel=2)
+            warn_once(*reason)
             return reference(*args, **kwargs)
 
         dispatch.reference = reference
@@ -332,6 +453,24 @@ def without_dispatch_decorators(statement: ast.stmt) -> ast.stmt:
 def render_dispatch_helper(newline: str = "\n") -> str:
     """The helper's text with the file's line ending."""
     return DISPATCH_HELPER.replace("\n", newline)
+
+
+def declares_replay(source: str) -> bool:
+    """Whether a module's source decorates something with `@drtriton_dispatch(..., replay=True)`."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == DISPATCH_DECORATOR
+        and any(
+            keyword.arg == "replay" and isinstance(keyword.value, ast.Constant) and keyword.value.value is True
+            for keyword in node.keywords
+        )
+        for node in ast.walk(tree)
+    )
 
 
 def specialization_name(forward_function: str) -> str:

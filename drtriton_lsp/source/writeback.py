@@ -55,7 +55,7 @@ def write_back(
     parsed = parse_file(user_source.removeprefix(BYTE_ORDER_MARK))
     is_method = find_located_target(parsed, target_name)[0].target.kind == "module"
     block_text = _block_text(target_name, provenance, program, guards, newline)
-    call = _dispatch_call(program.forward_function, is_method)
+    call = _dispatch_call(program.forward_function, is_method, program.replay)
     return _with_block(user_source, target_name, block_text, call)
 
 
@@ -226,9 +226,9 @@ def _definition_index(module: libcst.Module, name: str) -> int:
     return found[-1]
 
 
-def _dispatch_call(forward_function: str, is_method: bool) -> str:
-    method_flag = "" if is_method else ", is_method=False"
-    return f"{DISPATCH_DECORATOR}({forward_function}, {specialization_name(forward_function)}{method_flag})"
+def _dispatch_call(forward_function: str, is_method: bool, replay: bool) -> str:
+    flags = ("" if is_method else ", is_method=False") + (", replay=True" if replay else "")
+    return f"{DISPATCH_DECORATOR}({forward_function}, {specialization_name(forward_function)}{flags})"
 
 
 def _is_dispatch_decorator(decorator: libcst.Decorator) -> bool:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import torch
 
 from drtriton_lsp.task import load_module_from_source
+from drtriton_lsp.worker.candidate_process import REPLAY_SWITCH
 from drtriton_lsp.worker.op_audit import CandidateAudit, GuardedBuffer, guarded_buffer
 from drtriton_lsp.worker.tensor_exchange import deliver, flat_values, unshare
 from drtriton_lsp.worker.triton_launches import LaunchCounter
@@ -111,12 +112,16 @@ class Host:
         )
         self.counter.reset()
         self.counter.audit = audit
+        replays = ReplayCounter()
         started = time.monotonic()
         try:
             skipping = self.counter.skipping() if request.get("skip_launches") else contextlib.nullcontext()
             autograd = torch.enable_grad() if request.get("autograd") else torch.no_grad()
+            # a replay call runs outside the audit (whose guarded allocations a capture would record): the same
+            # calls were audited with the replay off
+            watched = replays.counting() if request.get("replay") else audit
             with autograd, skipping:
-                with audit:
+                with watched:
                     output = model(*arguments, **keywords)
                 _synchronize(self.device)
         except Exception as error:  # noqa: BLE001 - any exception is the candidate's, with its kind
@@ -151,6 +156,7 @@ class Host:
             ],
             "broken_guards": audit.broken_guards() + [buffer.description for buffer in self.placed_buffers
                                                       if not buffer.intact()],
+            "graph_replays": replays.total,
             "modified_inputs": [
                 index for index, (before, after) in enumerate(zip(pristine, placed))
                 if before is not None and not _identical(before, after)
@@ -205,6 +211,29 @@ class Host:
                 send({"event": "compiled"})
 
         JITFunction._do_compile = announced
+
+
+class ReplayCounter:
+    """Counts the CUDA graphs replayed inside `counting()`, with a written-back dispatch's replay switched on there."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    @contextlib.contextmanager
+    def counting(self):
+        replay = torch.cuda.CUDAGraph.replay
+
+        def counted(graph) -> None:
+            self.total += 1
+            replay(graph)
+
+        torch.cuda.CUDAGraph.replay = counted
+        os.environ[REPLAY_SWITCH] = "1"
+        try:
+            yield
+        finally:
+            os.environ[REPLAY_SWITCH] = "0"
+            torch.cuda.CUDAGraph.replay = replay
 
 
 def _probe_sum(probe: str | None) -> int | None:

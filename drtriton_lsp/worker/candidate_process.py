@@ -162,13 +162,22 @@ class CandidateProcess:
             self.kill()
 
 
+# The environment variable a written-back dispatch reads before it replays a CUDA graph ("0": never).
+REPLAY_SWITCH = "DRTRITON_CUDA_GRAPHS"
+
+
 def _environment() -> dict[str, str]:
     """The candidate's process environment: this one's, with drtriton importable from its own folder (it starts in
     the exchange folder, and drtriton may run from a source checkout); on the CPU (Triton's interpreter), one thread
-    for each numerical library, as the judge's processes run side by side and each interpreter call uses one core."""
+    for each numerical library, as the judge's processes run side by side and each interpreter call uses one core.
+    A written-back dispatch's CUDA-graph replay is off there but in the replay trials (candidate_host.replay_on)."""
     package_root = str(Path(__file__).resolve().parents[2])
     existing = os.environ.get("PYTHONPATH")
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([package_root, *([existing] if existing else [])])}
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([package_root, *([existing] if existing else [])]),
+        REPLAY_SWITCH: "0",
+    }
     if os.environ.get("TRITON_INTERPRET") == "1":
         environment.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return environment

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import torch
 
+from drtriton_lsp.source.dispatch import declares_replay
 from drtriton_lsp.task import Task
 from drtriton_lsp.worker.candidate_process import CandidateProcess, Rejected, processes_for_device
 from drtriton_lsp.worker.candidate_process import take as take_candidate_process
@@ -57,12 +58,14 @@ LOAD_LIMIT_S = 30.0  # importing the candidate and building ModelNew
 # Under the CPU interpreter, the trial at the task's own sizes runs when it is estimated to take at most this long.
 FULL_SIZE_BUDGET_S = 30.0
 # Where a verification's time goes (`seconds` in its result), in the order of the checks.
-PHASES = ("reference", "candidate load", "primary trials", "strided trial", "autograd trial", "odd sizes",
-          "other calls and instances", "no-op trial", "full size")
+PHASES = ("reference", "candidate load", "primary trials", "strided trial", "replay trials", "autograd trial",
+          "odd sizes", "other calls and instances", "no-op trial", "full size")
 # Trial labels (by their start) in the order of the checks, for the report's list of trials.
-TRIAL_ORDER = ("primary", "strided", "autograd", "odd", "call", "instance", "full size")
+TRIAL_ORDER = ("primary", "strided", "replay", "autograd", "odd", "call", "instance", "full size")
 # The seed offset of the draw that the checks after the primary trials share.
 EXTRA_DRAW = 1500
+# Calls of the replay trials (a dispatch that replays CUDA graphs): the first captures, the others replay.
+REPLAY_CALLS = 3
 
 
 class ReferenceFailed(Exception):
@@ -188,6 +191,8 @@ class Lane:
     previous_expected: list | None = None
     # the outputs of the call made with keep=True, as they came back (a later call must not change them)
     kept_outputs: list = field(default_factory=list)
+    # CUDA graphs the written-back dispatch replayed in the replay trials
+    graph_replays: int = 0
 
     @property
     def exchange(self) -> Path:
@@ -418,6 +423,8 @@ class Judge:
             self._variants(lane, _shifted(extra, 4))
         with self._timed("strided trial"):
             self._strided_trial(lane, _shifted(extra, 1))
+        with self._timed("replay trials"):
+            self._replay_trials(lane, _shifted(extra, 6))
 
     def _size_checks(self, lane: Lane, extra: list[Any], example: list[Any]) -> None:
         """Odd sizes, the no-op test and (CPU) the task's own sizes: on the CPU, in the second process (none is a
@@ -491,6 +498,33 @@ class Judge:
             self.checks["strided_inputs"] = f"not tried: the reference rejects non-contiguous inputs ({failure})"
             return
         self.checks["strided_inputs"] = "tried (transposed or strided views of the inputs)"
+
+    def _replay_trials(self, lane: Lane, drawn: list[Any]) -> None:
+        """A written-back dispatch that replays CUDA graphs (`replay=True`) is off in every other trial (they count
+        and audit launches, which a replay does not make); here it is on, for REPLAY_CALLS calls on other values
+        each: the first captures a graph, the later ones replay it, and the first call's outputs must still hold
+        their values after the second (a replay's outputs are copies, never its own buffers)."""
+        if self.device.type != "cuda":
+            self.checks["graph_replay"] = "not tried: CUDA graphs need a GPU"
+            return
+        if not declares_replay(self.params["candidate"]):
+            self.checks["graph_replay"] = "not tried: the dispatch does not replay CUDA graphs"
+            return
+        earlier: list | None = None
+        for number in range(REPLAY_CALLS):
+            self.progress(f"trial with CUDA-graph replay {number + 1}/{REPLAY_CALLS}")
+            inputs = resize_inputs(_shifted(drawn, number), self.plan.primary)
+            expected = self._trial(
+                lane, Call(inputs), "replay" if number == 0 else "replay (replayed)", mismatch="wrong_under_replay",
+                must_launch=False, replay=True, keep=number == 0, recheck=earlier if number == 1 else None,
+            )  # fmt: skip
+            earlier = expected
+        replayed = lane.graph_replays
+        self.checks["graph_replay"] = (
+            f"tried: {REPLAY_CALLS} calls with the dispatch's CUDA-graph replay on, other values each, the first "
+            f"call's outputs read again after the second; {replayed} graph replays"
+            + ("" if replayed else " (the dispatch ran the forward plainly: it did not capture a graph of it)")
+        )
 
     def _odd_trials(self, lane: Lane, drawn: list[Any]) -> None:
         skipped: list[str] = []
@@ -613,6 +647,7 @@ class Judge:
         recheck: list | None = None,
         skip_launches: bool = False,
         autograd: bool = False,
+        replay: bool = False,
         must_launch: bool = True,
         instance: str = "primary",
         reference: torch.nn.Module | None = None,
@@ -631,7 +666,7 @@ class Judge:
         lane.calls += 1
         request = {
             "instance": instance, "audit": audit, "keep": keep, "reuse_buffers": reuse_buffers,
-            "recheck": recheck is not None, "skip_launches": skip_launches, "autograd": autograd,
+            "recheck": recheck is not None, "skip_launches": skip_launches, "autograd": autograd, "replay": replay,
             "poison_seed": self.seed * 7919 + lane.first_call + lane.calls,
         }
         doing = f"{label} trial"
@@ -663,6 +698,7 @@ class Judge:
             if answer["seconds"] > tally.slowest_call_s:
                 tally.slowest_call_s, tally.slowest_call_elements = answer["seconds"], call.elements()
             self.timed.set()
+        lane.graph_replays += answer["graph_replays"]
         if answer["broken_guards"]:
             raise Rejected("out_of_bounds_write", f"{label}: a kernel wrote outside " + "; ".join(answer["broken_guards"][:5]))
         if answer["modified_inputs"]:
@@ -860,6 +896,7 @@ def _checked_call_answer(answer: dict[str, Any]) -> dict[str, Any]:
     expected_types = {
         "outputs": list, "launches": int, "kernels": dict, "torch_ops": dict, "outputs_hold_triton_values": list,
         "outputs_computed_here": list, "broken_guards": list, "modified_inputs": list, "seconds": (int, float),
+        "graph_replays": int,
     }
     for key, kind in expected_types.items():
         if not isinstance(answer.get(key), kind) or isinstance(answer.get(key), bool):

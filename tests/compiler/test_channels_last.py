@@ -184,8 +184,7 @@ def test_given_the_target_the_layout_step_measures_its_written_back_module(block
 
     def measure(task, graph, candidates, stop):
         asked.append((task.name, candidates))
-        relaid = ["layout=channels_last" in source for source in candidates]
-        return 2.0, [(True, "", 0.5 if channels_last else 1.0) for channels_last in relaid]
+        return 2.0, [(True, "", _written_ms(source)) for source in candidates]
 
     written = WholeProgram(target, lambda schedule: f"# written back\n# {schedule.replace(chr(10), ' | ')}\n")
     result = search_schedule(block_graph, default_schedule(block_graph), name="block", measure=measure,
@@ -194,4 +193,15 @@ def test_given_the_target_the_layout_step_measures_its_written_back_module(block
     assert task_name == "block" and all(source.startswith("# written back") for source in sources)
     assert "keep conv2d layout=channels_last" in sources[1] and "layout=" not in sources[0]
     assert result.fragments[0].chosen == "channels_last" and "keep conv2d layout=channels_last" in result.schedule
-    assert all(name != "block" for name, _ in asked[1:])  # the kernel lines' steps still measure fragments
+    # then the replay step: the same written-back module, its forward run plainly and replayed as CUDA graphs
+    task_name, sources = asked[1]
+    assert task_name == "block" and ["replay cuda_graph" in source for source in sources] == [False, True]
+    assert all("keep conv2d layout=channels_last" in source for source in sources)
+    assert result.fragments[1].ops == ["replay"] and result.fragments[1].chosen == "cuda_graph"
+    assert result.schedule.endswith("replay cuda_graph\n")
+    assert all(name != "block" for name, _ in asked[2:])  # the kernel lines' steps still measure fragments
+
+
+def _written_ms(source: str) -> float:
+    """A written-back module's time in the stand-in measurer: channels-last and replay each save time."""
+    return 1.0 - 0.5 * ("layout=channels_last" in source) - 0.1 * ("replay cuda_graph" in source)

@@ -34,8 +34,10 @@ def kernel_lines(draw) -> KernelLine:
     return KernelLine(template.name, tuple(nodes), params)
 
 
-schedules = st.lists(st.one_of(kernel_lines(), NODE_NAMES.map(KeepLine)), max_size=8).map(
-    lambda steps: Schedule(tuple(steps))
+schedules = st.builds(
+    lambda steps, replay: Schedule(tuple(steps), replay),
+    st.lists(st.one_of(kernel_lines(), NODE_NAMES.map(KeepLine)), max_size=8),
+    st.booleans(),
 )
 
 
@@ -85,6 +87,8 @@ def test_any_text_either_parses_back_to_itself_or_is_rejected_with_a_line(text):
         ("keep add", "line 1: the script must end with a newline"),
         ("fuse add\n", "line 1: a step starts with 'kernel' or 'keep'"),
         ("kernel pointwise add,add block=64 warps=1\n", "line 1: an op is listed twice"),
+        ("replay cuda_graph\nkeep add\n", "line 1: 'replay cuda_graph' can only be the last line"),
+        ("keep add\nreplay cudagraphs\n", "line 2: expected 'replay cuda_graph', got 'replay cudagraphs'"),
     ],
 )
 def test_syntax_errors_name_the_line_and_the_choice(text, expected):
@@ -195,3 +199,37 @@ def test_a_pointwise_kernel_may_be_split_in_two(gated_graph):
     ]
     program = compile_with(gated_graph, "\n".join(split) + "\n")
     assert len([kernel for kernel in program.kernels if "sigmoid" in kernel or "mul" in kernel]) == 2
+
+
+def test_a_replay_line_ends_the_script_and_reaches_the_program(gated_graph):
+    script = KEEP_LINEAR_SCRIPT + "replay cuda_graph\n"
+    schedule = parse_schedule(script)
+    assert schedule.replay and schedule.steps == parse_schedule(KEEP_LINEAR_SCRIPT).steps
+    program = compile_with(gated_graph, script)
+    assert program.replay and program.schedule == script
+    plain = compile_with(gated_graph, KEEP_LINEAR_SCRIPT)
+    assert not plain.replay and plain.kernel_block == program.kernel_block  # the replay is the dispatch's
+
+
+class LinearStack(nn.Module):
+    """Linear layers with an epilogue after each: one matmul kernel per layer."""
+
+    def __init__(self, layers: int):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(layers))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.tanh(layer(x)) * 2.0
+        return x
+
+
+@pytest.mark.parametrize(("layers", "replayed"), [(7, False), (8, True)])
+def test_the_default_schedule_replays_a_forward_of_many_steps(layers, replayed):
+    from drtriton_lsp.compiler.planner import REPLAY_FROM_STEPS, default_schedule
+
+    graph = capture_graph(LinearStack(layers).eval(), (torch.randn(3, 8),))
+    schedule = default_schedule(graph)
+    assert (len(schedule.steps) >= REPLAY_FROM_STEPS) == replayed
+    assert schedule.replay == replayed
+    assert print_schedule(schedule).endswith("replay cuda_graph\n") == replayed

@@ -1,4 +1,4 @@
-"""Stand-ins for the source-layer tests: a compiled program with the three fields the source layer reads.
+"""Stand-ins for the source-layer tests: a compiled program with the fields the source layer reads.
 
 Real programs come from compiler.codegen.CompiledProgram; these only need the same shape.
 """
@@ -11,6 +11,7 @@ class StandInProgram:
     kernel_block: str
     forward_function: str
     required_imports: tuple[str, ...] = ("import torch", "import triton", "import triton.language as tl")
+    replay: bool = False
 
 
 def relu_program(prefix: str) -> StandInProgram:
