@@ -39,6 +39,18 @@ class TensorOperand:
 
 
 DEVICE_HELPER_SOURCES = {
+    "round_to_bfloat16": '''@triton.jit
+def {name}(x):
+    """x rounded to the nearest bfloat16 (ties to even), as float32.
+
+    The same as x.to(tl.bfloat16).to(tl.float32) on a GPU, written with integer ops because Triton's CPU
+    interpreter truncates float32 -> bfloat16 casts instead of rounding them.
+    """
+    bits = x.to(tl.uint32, bitcast=True)
+    # add just under half a bfloat16 ulp, and one more when the kept part is odd: ties go to even
+    bits = bits + 0x7FFF + ((bits >> 16) & 1)
+    return ((bits >> 16) << 16).to(tl.float32, bitcast=True)
+''',
     "tanh": '''@triton.jit
 def {name}(x):
     """tanh in float32, built from tl.exp (Triton's core language has no tanh that runs everywhere)."""
@@ -570,6 +582,7 @@ ELEMENTWISE_OPS: dict[str, ElementwiseOp] = {
     "aten.where.self": _WHERE,
     "aten.where.ScalarOther": _WHERE,
     "aten.where.ScalarSelf": _WHERE,
+    "aten.where.Scalar": _WHERE,
     "aten.log1p.default": ElementwiseOp("log1p", _render_log1p),
     "aten.expm1.default": ElementwiseOp("expm1", _render_expm1),
     "aten.exp2.default": ElementwiseOp("exp2", _unary("tl.exp2({x})")),

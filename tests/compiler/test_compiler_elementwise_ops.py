@@ -96,6 +96,7 @@ UNARY_CASES = {
     "aten.div.Tensor[scalar]": (lambda x: x / 3, normal),
     "aten.div.Tensor_mode[None]": (lambda x: torch.div(x, 3, rounding_mode=None), normal),
     "aten.where.ScalarOther": (lambda x: torch.where(x > 0, x, 0.25), normal),
+    "aten.where.Scalar": (lambda x: torch.where(x > 0, 0.25, 0.75) * x, normal),
     "aten.log1p.default": (lambda x: torch.log1p(x.abs()), normal),
     "aten.log1p.default[tiny]": (lambda x: torch.log1p(x * 1e-6), normal),
     "aten.expm1.default": (torch.expm1, normal),
@@ -297,6 +298,18 @@ def test_low_precision_chains_match_pytorch(case, dtype, run_hybrid):
     assert actual.dtype == dtype
     tolerance = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
     torch.testing.assert_close(actual, expected, atol=tolerance, rtol=tolerance)
+
+
+def test_bfloat16_values_between_ops_are_rounded_to_nearest_as_pytorch_does(run_hybrid):
+    """Each op's result is rounded to bfloat16 before the next reads it, to nearest even as PyTorch does. Triton's CPU
+    interpreter truncates casts to bfloat16: a bias toward zero that every op adds, which a sum of positive values
+    shows (0.2 % here, where rounding to nearest agrees with PyTorch to float32's summation order)."""
+    model = OneInput(lambda x: (((x * 3.0 + 1.0) * 0.7 - x) * 1.3).float().sum())
+    program, actual, expected = run_hybrid(
+        model, (positive(CAPTURE_SHAPE, torch.bfloat16),), (positive(TEST_SHAPE, torch.bfloat16),)
+    )
+    assert len(program.kernels) == 1
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=0)
 
 
 def test_low_precision_parameters_with_float32_math_in_between(run_hybrid):

@@ -396,20 +396,6 @@ ELEMENT_FORMULAS: dict[str, Callable[[dict[str, str], Loss, Rounding], list[str]
 ELEMENT_NAMES = ("difference", "exponential", "log_sigmoid", "log_complement", "entropy", "margin_part")
 
 
-BFLOAT16_ROUNDING = '''@triton.jit
-def {name}(x):
-    """x rounded to the nearest bfloat16 (ties to even), as float32.
-
-    The same as x.to(tl.bfloat16).to(tl.float32) on a GPU, written with integer ops because Triton's CPU
-    interpreter truncates float32 -> bfloat16 casts instead of rounding them.
-    """
-    bits = x.to(tl.uint32, bitcast=True)
-    # add just under half a bfloat16 ulp, and one more when the kept part is odd: ties go to even
-    bits = bits + 0x7FFF + ((bits >> 16) & 1)
-    return ((bits >> 16) << 16).to(tl.float32, bitcast=True)
-'''
-
-
 class LossTemplate(Template):
     """Loss functions: a loss per element (or per row), then PyTorch's reduction, in one or two launches."""
 
@@ -468,8 +454,6 @@ class LossKernel:
         self.reduces = self.loss.reduction != 0
         self.partials = self.reduces and plan.params["reduction"] == "partials"
         self.scope = context.scope()
-        # the module-level helper rounding to bfloat16, named once a kernel needs it
-        self.bfloat16_rounding: str | None = None
         for fixed in KERNEL_NAMES + ELEMENT_NAMES:
             self.scope.fresh(fixed)
         self.inside_values = group_inputs(self.nodes, plan.prologue + (plan.anchor,))
@@ -565,9 +549,7 @@ class LossKernel:
         if dtype == "float32":
             return f"({expression})" if " " in expression else expression
         if dtype == "bfloat16":
-            if self.bfloat16_rounding is None:
-                self.bfloat16_rounding = self.context.scope().fresh(f"{self.plan.wrapper}_round_to_bfloat16")
-            return f"{self.bfloat16_rounding}({expression})"
+            return f"{self.context.helpers.name_of('round_to_bfloat16')}({expression})"
         return f"({expression}).to({TRITON_DTYPES[dtype]}).to(tl.float32)"
 
     def _operands(self) -> dict[str, str]:
@@ -750,8 +732,6 @@ class LossKernel:
             kernel = self._partials_kernel() + "\n\n" + self._finish_kernel()
         else:
             kernel = self._single_kernel()
-        if self.bfloat16_rounding:
-            kernel = BFLOAT16_ROUNDING.format(name=self.bfloat16_rounding) + "\n\n" + kernel
         return kernel + "\n\n" + self._wrapper()
 
     def _name_wrapper_values(self) -> None:

@@ -246,7 +246,10 @@ def elementwise_lines(
             if not rounding_explained:
                 lines.append(f"# round to the op's dtype ({dtype}) before the next op reads it, as PyTorch does")
                 rounding_explained = True
-            lines.append(f"{variable} = {variable}.to({TRITON_DTYPES[dtype]}).to(tl.float32)")
+            if dtype == "bfloat16":  # with integer ops: Triton's CPU interpreter truncates casts to bfloat16
+                lines.append(f"{variable} = {helpers.name_of('round_to_bfloat16')}({variable})")
+            else:
+                lines.append(f"{variable} = {variable}.to({TRITON_DTYPES[dtype]}).to(tl.float32)")
     return lines
 
 
