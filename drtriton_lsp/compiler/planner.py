@@ -94,11 +94,12 @@ def live_readers(graph: OpGraph, roles: GraphRoles) -> dict[str, list[str]]:
     return {value: [reader for reader in readers if reader not in roles.dropped] for value, readers in graph.users().items()}
 
 
-# launches (kernels and kept ops) from which the default schedule replays the forward as a CUDA graph: on the H200 a
-# Python-launched step costs ~75-100 us of host time, so blocks of many short steps are host-bound (a 10-step ResNet
-# stage: 0.91 ms a call written back, 0.27 ms replayed), while the graph's input and output copies cost more than they
-# save on blocks of a few steps (4 steps: 0.28 -> 0.35 ms); benchmarks/results/host-overhead-h200.md
-REPLAY_FROM_STEPS = 8
+# steps (kernels and kept ops) from which the default schedule replays the forward as a CUDA graph. On the H200 a
+# Python-launched step costs ~75-100 us of host time and the guards 30-150 us, against 10-20 us for the replay and its
+# copies; written-back modules a call, plain -> replayed: a ResNet stage (10 steps) 0.91 -> 0.27 ms, an inverted
+# residual (6) 0.71 -> 0.69, a depthwise-separable block (4) 0.44 -> 0.35, a ResNet stem (3) 0.94 -> 0.97 (the input
+# and output copies cost more than the launches saved); benchmarks/results/host-graph-h200.json
+REPLAY_FROM_STEPS = 4
 
 
 def default_schedule(graph: OpGraph) -> Schedule:
