@@ -25,7 +25,7 @@ from drtriton_lsp.worker.tensor_exchange import flat_values
 ANSWER = {
     "outputs": [{"kind": "tensor"}], "launches": 2, "kernels": {"k": 2}, "torch_ops": {},
     "outputs_hold_triton_values": [True], "outputs_computed_here": [True], "broken_guards": [], "modified_inputs": [],
-    "seconds": 0.5,
+    "seconds": 0.5, "graph_replays": 0,
 }
 
 
@@ -46,6 +46,7 @@ def test_a_well_formed_answer_is_taken_and_its_guard_descriptions_are_cut_short(
         ({"outputs": [{"kind": "verdict"}]}, "an output it described in an unknown way"),
         ({"outputs": ["tensor"]}, "an output it described in an unknown way"),
         ({"outputs_hold_triton_values": [1]}, "its audit flags are not booleans"),
+        ({"graph_replays": None}, "its answer's 'graph_replays' is not a int"),
     ],
 )
 def test_an_answer_with_a_field_of_the_wrong_type_is_a_protocol_violation(change, detail):
