@@ -96,8 +96,9 @@ def test_a_correct_hand_written_candidate_passes_every_check():
     assert verdict.checks["kernels_have_effect"] is True
     assert verdict.checks["triton_launches"] >= 4
     assert verdict.tolerance == {"float32": {"atol": 1e-4, "rtol": 1e-4}}
-    phases = ["reference", "candidate load", "primary trials", "strided trial", "autograd trial", "odd sizes",
-              "other calls and instances", "no-op trial", "full size"]
+    assert verdict.checks["graph_replay"] == "not tried: CUDA graphs need a GPU"
+    phases = ["reference", "candidate load", "primary trials", "strided trial", "replay trials", "autograd trial",
+              "odd sizes", "other calls and instances", "no-op trial", "full size"]
     assert list(verdict.seconds) == phases and all(seconds >= 0 for seconds in verdict.seconds.values())
     assert verdict.seconds["primary trials"] > 0
 
