@@ -39,6 +39,7 @@ if triton is not None:
 
 def shift_triton_forward(self, x):
     FORWARD_CALLS.append(x.shape)
+    x = x.contiguous()  # the kernel reads flat offsets
     out = torch.empty_like(x)
     scaled_shift_kernel[(triton.cdiv(x.numel(), 256),)](x, self.weight, out, x.numel(), x.shape[-1], BLOCK=256)
     return out, x.shape[0]
