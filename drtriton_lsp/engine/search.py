@@ -317,25 +317,41 @@ def _layout_step(
     except UnsearchableFragment as why:
         progress(f"layouts: not searched, {why.message}")
         return schedule, ""
-    try:
-        pytorch_ms, alternatives = _measure_options(
-            measured_graph, options, sources, task=task, measure=measure, budget=budget, cancel=cancel,
-            deadline=deadline, progress=progress, what="layouts",
-        )  # fmt: skip
-    except _Stopped as stopped:
-        return schedule, stopped.reason
-    except DrtritonError as failure:
-        progress(f"layouts: not searched, {failure.message}")
-        return schedule, ""
+    pytorch_ms, alternatives, stopped = _whole_step(
+        measured_graph, options, sources, task=task, measure=measure, budget=budget, cancel=cancel, deadline=deadline,
+        progress=progress, what="layouts", result=result,
+    )  # fmt: skip
+    if alternatives is None:
+        return schedule, stopped
     best = choose(alternatives)
-    result.candidates += len(alternatives)
-    result.verified += sum(alternative.verified for alternative in alternatives)
     convolutions = [line.node for line in relaid.steps if isinstance(line, KeepLine) and line.layout]
     first_line = next(position for position, line in enumerate(relaid.steps) if isinstance(line, KeepLine) and line.layout)
     result.fragments.append(FragmentResult(first_line + 1, convolutions, pytorch_ms, alternatives, best.label))
     timing = f", {best.ms:.4g} ms vs PyTorch {pytorch_ms:.4g} ms" if best.ms and pytorch_ms else ""
     progress(f"layouts: best '{best.label}'{timing}")
     return (relaid if best.label == "channels_last" else schedule), ""
+
+
+def _whole_step(
+    graph: OpGraph, options: list[tuple[str, tuple[KernelLine | KeepLine, ...]]], sources: list[str], *, task: Task,
+    measure: FragmentMeasurer, budget: SearchBudget, cancel: threading.Event | None, deadline: Deadline,
+    progress: Callable[[str], None], what: str, result: SearchResult,
+) -> tuple[float | None, list[Alternative] | None, str]:
+    """A step measuring the whole graph's options (layouts, replay): (PyTorch's ms, the alternatives, counted into
+    `result`; None where measuring stopped or the task cannot run, with why the search stopped: "" if it goes on)."""
+    try:
+        pytorch_ms, alternatives = _measure_options(
+            graph, options, sources, task=task, measure=measure, budget=budget, cancel=cancel, deadline=deadline,
+            progress=progress, what=what,
+        )  # fmt: skip
+    except _Stopped as stopped:
+        return None, None, stopped.reason
+    except DrtritonError as failure:
+        progress(f"{what}: not searched, {failure.message}")
+        return None, None, ""
+    result.candidates += len(alternatives)
+    result.verified += sum(alternative.verified for alternative in alternatives)
+    return pytorch_ms, alternatives, ""
 
 
 def _replay_step(
@@ -351,21 +367,15 @@ def _replay_step(
         return schedule, ""
     options = [("plain", Schedule(schedule.steps)), ("cuda_graph", Schedule(schedule.steps, replay=True))]
     sources = [whole.candidate(print_schedule(option)) for _, option in options]
-    try:
-        pytorch_ms, alternatives = _measure_options(
-            graph, [(label, option.steps) for label, option in options], sources, task=whole.task, measure=measure,
-            budget=budget, cancel=cancel, deadline=deadline, progress=progress, what="replay",
-        )  # fmt: skip
-    except _Stopped as stopped:
-        return schedule, stopped.reason
-    except DrtritonError as failure:
-        progress(f"replay: not searched, {failure.message}")
-        return schedule, ""
+    pytorch_ms, alternatives, stopped = _whole_step(
+        graph, [(label, option.steps) for label, option in options], sources, task=whole.task, measure=measure,
+        budget=budget, cancel=cancel, deadline=deadline, progress=progress, what="replay", result=result,
+    )  # fmt: skip
+    if alternatives is None:
+        return schedule, stopped
     for alternative, (_, option) in zip(alternatives, options):
         alternative.script = print_schedule(option)
     best = choose(alternatives)
-    result.candidates += len(alternatives)
-    result.verified += sum(alternative.verified for alternative in alternatives)
     result.fragments.append(FragmentResult(len(schedule.steps) + 1, ["replay"], pytorch_ms, alternatives, best.label))
     timing = f", {best.ms:.4g} ms vs PyTorch {pytorch_ms:.4g} ms" if best.ms and pytorch_ms else ""
     progress(f"replay: best '{best.label}'{timing}")

@@ -25,6 +25,7 @@ from drtriton_lsp.engine.search import (
     SearchBudget,
     SearchCache,
     SearchResult,
+    WholeProgram,
     WorkerMeasurer,
     choose,
     search_schedule,
@@ -115,6 +116,27 @@ def test_pytorch_wins_when_its_kernels_are_faster(graph):
     assert "kernel" not in result.schedule
     program = compile_graph(graph, prefix="t", forward_params=["x"], has_self=True, schedule=result.schedule)
     assert not program.kernels
+
+
+@pytest.mark.parametrize(("replayed_ms", "chosen"), [(0.3, "cuda_graph"), (0.9, "plain")])
+def test_with_the_target_module_the_search_measures_replay_first_and_keeps_the_faster(graph, replayed_ms, chosen):
+    """The written-back module itself, run plainly and replayed as CUDA graphs (what replay saves is host time, which
+    no fragment shows); the kernel lines are searched after it, on fragments."""
+    target = Task(name="two_chains", kind="module", source="# the user's file\n")
+    asked: list[tuple[str, list[str]]] = []
+
+    def measure(task, fragment, candidates, stop):
+        asked.append((task.name, candidates))
+        return 1.0, [(True, "", replayed_ms if "replay cuda_graph" in source else 0.5) for source in candidates]
+
+    written = WholeProgram(target, lambda schedule: f"# written back\n{schedule}")
+    base = default_schedule(graph)
+    result = search_schedule(graph, base, name="two_chains", measure=measure, budget=SearchBudget(), whole=written)
+    assert asked[0][0] == "two_chains" and ["replay cuda_graph" in source for source in asked[0][1]] == [False, True]
+    assert result.fragments[0].ops == ["replay"] and result.fragments[0].chosen == chosen
+    assert result.fragments[0].line == len(base.steps) + 1
+    assert parse_schedule(result.schedule).replay == (chosen == "cuda_graph")
+    assert all(name != "two_chains" for name, _ in asked[1:])
 
 
 def test_choose_falls_back_to_the_default_without_timings():
