@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from drtriton_lsp.compiler.aten_schemas import schema_of
 from drtriton_lsp.compiler.elementwise import ELEMENTWISE_OPS, is_fusible, is_mutating
@@ -16,7 +17,7 @@ from drtriton_lsp.compiler.graph import OpGraph, OpNode
 from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.partition import Anchored, GroupStep, Pointwise, Role, group_inputs, group_outputs, partition_graph
 from drtriton_lsp.compiler.schedule import KeptOp
-from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule
+from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, parse_schedule, print_schedule
 from drtriton_lsp.compiler.templates import POINTWISE, ROW, TEMPLATES, anchor_of
 from drtriton_lsp.compiler.templates.base import KernelPlan
 from drtriton_lsp.compiler.templates.copy import COPY_OPS
@@ -133,7 +134,18 @@ def default_schedule(graph: OpGraph) -> Schedule:
     if computes_in_pytorch and kernels and all(moves_data_only(nodes, kernel.nodes) for kernel in kernels):
         # cat/stack/repeat kernels that would only copy what PyTorch computed: no value would come from Triton
         steps = [KeepLine(name) for step in steps for name in (step.nodes if isinstance(step, KernelLine) else (step.node,))]
-    return Schedule(tuple(steps), replay=len(steps) >= REPLAY_FROM_STEPS and bool(kernels))
+    return Schedule(tuple(steps), replay=replays_by_default(steps))
+
+
+def replays_by_default(steps: Sequence[KernelLine | KeepLine]) -> bool:
+    """Whether the forward of these steps replays as a CUDA graph when no script says (REPLAY_FROM_STEPS)."""
+    return len(steps) >= REPLAY_FROM_STEPS and any(isinstance(step, KernelLine) for step in steps)
+
+
+def with_default_replay(script: str) -> str:
+    """A script of steps alone (a model's answer) with the replay line the default schedule would give its steps."""
+    schedule = parse_schedule(script)
+    return print_schedule(Schedule(schedule.steps, schedule.replay or replays_by_default(schedule.steps)))
 
 
 def moves_data_only(nodes: dict[str, OpNode], members: tuple[str, ...]) -> bool:

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.compiler.planner import with_default_replay
 from drtriton_lsp.engine.report import MODEL_MORE_TIME, ModelSearchEntry
 from drtriton_lsp.engine.search import Deadline
 from drtriton_lsp.engine.session import Cancelled, WorkerSession
@@ -145,7 +146,7 @@ class CandidateBuilder:
         try:
             program = compile_graph(
                 self.graph, prefix=self.prefix, forward_params=self.forward_params, has_self=True,
-                schedule=script.script,
+                schedule=with_default_replay(script.script),
             )
         except DrtritonError as error:
             return ModelCandidate(origin, script.script, reason=f"invalid script: {error.message}")

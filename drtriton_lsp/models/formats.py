@@ -103,9 +103,13 @@ def refine_prompt(graph: OpGraph, script: str, *, measured_ms: float | None = No
 
 
 def script_completion(script: str) -> str:
-    """What a script writer is trained to write for `script`: the script, then the end line."""
-    body = script.lstrip()
-    return (body if body.endswith("\n") or not body else body + "\n") + END_LINE + "\n"
+    """What a script writer is trained to write for `script`: its steps, then the end line. A `replay` line is left
+    out: whether the forward replays as a CUDA graph is the product's choice (planner.with_default_replay), not the
+    writer's, so its grammar has no such line."""
+    from drtriton_lsp.compiler.script import REPLAY_LINE
+
+    steps = [line for line in script.strip().splitlines() if line != REPLAY_LINE]
+    return "".join(line + "\n" for line in steps) + END_LINE + "\n"
 
 
 def kernel_prompt(program_source: str) -> str:

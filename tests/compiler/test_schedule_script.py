@@ -233,3 +233,13 @@ def test_the_default_schedule_replays_a_forward_of_many_steps(layers, replayed):
     assert (len(schedule.steps) >= REPLAY_FROM_STEPS) == replayed
     assert schedule.replay == replayed
     assert print_schedule(schedule).endswith("replay cuda_graph\n") == replayed
+
+
+def test_a_model_written_script_of_steps_gets_the_replay_line_the_default_would():
+    from drtriton_lsp.compiler.planner import default_schedule, with_default_replay
+
+    for layers in (3, 4):
+        schedule = default_schedule(capture_graph(LinearStack(layers).eval(), (torch.randn(3, 8),)))
+        steps_only = print_schedule(Schedule(schedule.steps))
+        assert with_default_replay(steps_only) == print_schedule(schedule)
+    assert with_default_replay("keep add\nreplay cuda_graph\n") == "keep add\nreplay cuda_graph\n"

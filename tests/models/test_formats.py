@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from drtriton_lsp.compiler.codegen import compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.compiler.planner import with_default_replay
 from drtriton_lsp.models import formats
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "csp_dag_level5_graphs.json"
@@ -30,9 +31,12 @@ def default_script(graph: OpGraph) -> str:
 
 @pytest.mark.parametrize("graph", GRAPHS, ids=["pool-conv-var", "norm-conv-bmm"])
 def test_the_compilers_script_round_trips_through_completion_and_parser(graph):
+    """The completion holds the steps alone; the product gives them the replay line the default would."""
     script = default_script(graph)
-    answer = formats.parse_script_answer(formats.script_completion(script), graph)
-    assert answer.valid and answer.script == script
+    completion = formats.script_completion(script)
+    answer = formats.parse_script_answer(completion, graph)
+    assert answer.valid and "replay" not in completion
+    assert with_default_replay(answer.script) == script
 
 
 def test_the_prompt_names_every_op_the_script_schedules_with_its_aten_call_and_result():
@@ -96,7 +100,7 @@ def test_an_answer_that_does_not_parse_comes_back_with_the_parsers_message(compl
 
 def test_a_script_that_parses_but_does_not_fit_the_graph_says_which_op_is_missing():
     script = default_script(GRAPHS[1])
-    without_bmm = "".join(line + "\n" for line in script.splitlines() if "bmm" not in line)
+    without_bmm = "".join(line + "\n" for line in script.splitlines() if "bmm" not in line and "replay" not in line)
     answer = formats.parse_script_answer(formats.script_completion(without_bmm), GRAPHS[1])
     assert not answer.valid
     assert answer.script == without_bmm  # it parsed: the script is kept for the refinement turn
