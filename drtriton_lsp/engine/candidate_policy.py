@@ -28,6 +28,8 @@ FORBIDDEN_PATHS = (
     "torch.utils.cpp_extension", "torch.multiprocessing", "torch.distributed", "torch.library", "torch.overrides",
     "torch.compile", "torch.jit", "torch.export", "torch.fx", "torch.Stream", "torch.cuda.Stream", "torch.cuda.stream",
     "torch.cuda.set_stream", "torch.cuda.ExternalStream", "torch.cuda.graph", "torch.cuda.CUDAGraph",
+    # a forward that could tell a CUDA-graph capture from a plain call could replay other work than it was audited doing
+    "torch.cuda.graphs", "torch.cuda.is_current_stream_capturing", "torch.cuda.make_graphed_callables",
     "torch.Tensor.register_hook", "torch.ops.load_library", "torch.classes", "torch.backends",
     "torch.set_float32_matmul_precision", "torch.cuda.caching_allocator_alloc", "torch.cuda.memory",
     "triton.knobs", "triton.runtime.interpreter", "triton.runtime.jit", "triton.compiler",

@@ -74,6 +74,8 @@ def candidate(header: str = "", body: str = "") -> str:
         ("from torch import load", "", "imports torch.load"),
         ("", "out = torch.compile(lambda v: v)(out)", "uses torch.compile"),
         ("", "s = torch.cuda.Stream()", "uses torch.cuda.Stream"),
+        ("", "c = torch.cuda.is_current_stream_capturing()", "uses torch.cuda.is_current_stream_capturing"),
+        ("from torch.cuda import graphs", "", "imports torch.cuda.graphs"),
         ("", "torch.backends.cudnn.allow_tf32 = True", "torch.backends"),
         ("", "torch.set_float32_matmul_precision('medium')", "uses torch.set_float32_matmul_precision"),
         ("", "f = triton.knobs.runtime.interpret", "uses triton.knobs"),
