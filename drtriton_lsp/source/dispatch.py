@@ -239,11 +239,6 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True, replay=Fal
         # read once, as triton.jit does: kernels defined without it are compiled ones, which need CUDA tensors
         interpreted = _drtriton_os.environ.get("TRITON_INTERPRET") == "1"
 
-        def warn_once(guard, sentence):
-            if guard not in warned:
-                warned.add(guard)
-                _drtriton_warnings.warn(f"drtriton: {sentence}; running the original {original}", stacklevel=3)
-
         replayed = None
         if replay and triton_forward is not None and not interpreted:
             replayed = DrtritonGraphReplay(
@@ -410,7 +405,10 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True, replay=Fal
                         with torch.cuda.device(device):
                             return triton_forward(module, *passed)
                     return triton_forward(module, *passed)
-            warn_once(*reason)
+            guard, sentence = reason
+            if guard not in warned:
+                warned.add(guard)
+                _drtriton_warnings.warn(f"drtriton: {sentence}; running the original {original}", stacklevel=2)
             return reference(*args, **kwargs)
 
         dispatch.reference = reference

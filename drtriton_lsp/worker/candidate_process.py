@@ -170,7 +170,7 @@ def _environment() -> dict[str, str]:
     """The candidate's process environment: this one's, with drtriton importable from its own folder (it starts in
     the exchange folder, and drtriton may run from a source checkout); on the CPU (Triton's interpreter), one thread
     for each numerical library, as the judge's processes run side by side and each interpreter call uses one core.
-    A written-back dispatch's CUDA-graph replay is off there but in the replay trials (candidate_host.replay_on)."""
+    A written-back dispatch's CUDA-graph replay is off there but in the replay trials (candidate_host.ReplayCounter)."""
     package_root = str(Path(__file__).resolve().parents[2])
     existing = os.environ.get("PYTHONPATH")
     environment = {
