@@ -55,6 +55,8 @@ FORBIDDEN_ATTRIBUTES = frozenset(
         "ag_frame", "co_code", "co_consts", "cr_frame", "f_back", "f_builtins", "f_code", "f_globals", "f_locals",
         "gi_frame", "tb_frame", "tb_next",
         "from_file", "fromfile", "tofile",
+        # CUDA graphs and the capture state, by name: reachable through any alias of torch.cuda
+        "CUDAGraph", "is_current_stream_capturing", "make_graphed_callables",
     }
 )
 
@@ -229,6 +231,15 @@ class _Checker(ast.NodeVisitor):
         for target in node.targets:
             self._check_target(target)
         self.generic_visit(node)
+        # a name bound to a module or one of its members (`c = torch.cuda`) names what it is bound to from here on,
+        # so the forbidden paths hold through it (`c.Stream()` is torch.cuda.Stream)
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                path = self._path_of(node.value)
+                if path is None:
+                    self.imported.pop(target.id, None)
+                else:
+                    self.imported[target.id] = path
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check_target(node.target)
@@ -271,12 +282,12 @@ class _Checker(ast.NodeVisitor):
         aten_op = path is not None and path.startswith("torch.ops.aten.")  # e.g. torch.ops.aten.__and__.Tensor
         if _is_dunder(name) and name != "__init__" and not aten_op:
             self._forbid(node, f"reads the special attribute {name}")
+        if path is not None and any(path == p or path.startswith(p + ".") for p in FORBIDDEN_PATHS):
+            self._forbid(node, f"uses {path}")
         if name in FORBIDDEN_ATTRIBUTES:
             self._forbid(node, f"reaches {name} through {ast.unparse(node)}")
         if name.startswith("_") and not _is_dunder(name) and _root_name(node) != "self" and not aten_op:
             self._forbid(node, f"reads the private attribute {ast.unparse(node)}")
-        if path is not None and any(path == p or path.startswith(p + ".") for p in FORBIDDEN_PATHS):
-            self._forbid(node, f"uses {path}")
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:

@@ -76,6 +76,11 @@ def candidate(header: str = "", body: str = "") -> str:
         ("", "s = torch.cuda.Stream()", "uses torch.cuda.Stream"),
         ("", "c = torch.cuda.is_current_stream_capturing()", "uses torch.cuda.is_current_stream_capturing"),
         ("from torch.cuda import graphs", "", "imports torch.cuda.graphs"),
+        ("", "c = torch.cuda\nflag = c.is_current_stream_capturing()", "uses torch.cuda.is_current_stream_capturing"),
+        # through a parameter no alias can follow: the name itself is forbidden
+        ("def capturing(cuda):\n    return cuda.is_current_stream_capturing()\n", "", "reaches is_current_stream_capturing"),
+        ("", "c = torch.cuda\ns = c.Stream()", "uses torch.cuda.Stream"),
+        ("", "t = torch\nf = t.compile", "uses torch.compile"),
         ("", "torch.backends.cudnn.allow_tf32 = True", "torch.backends"),
         ("", "torch.set_float32_matmul_precision('medium')", "uses torch.set_float32_matmul_precision"),
         ("", "f = triton.knobs.runtime.interpret", "uses triton.knobs"),
