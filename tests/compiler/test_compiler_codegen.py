@@ -302,3 +302,36 @@ def test_float64_ops_stay_in_pytorch(run_hybrid):
     assert program.kept_ops.count("aten.exp.default") == 1 and "aten.mul.Tensor" in program.kept_ops
     for got, want in zip(actual, expected):
         torch.testing.assert_close(got, want)
+
+
+class ScaledByChannelAndImage(nn.Module):
+    """Broadcast reads indexed along leading dims only, and a full-size read: each index split differently."""
+
+    def forward(self, x, per_channel, per_image, y):
+        return x * per_channel + per_image * y
+
+
+@pytest.mark.parametrize("int32_indices", [True, False], ids=["int32 indices", "int64 indices"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "channels_last"])
+def test_broadcast_reads_index_the_right_elements_with_either_index_width(int32_indices, layout, load_program, device):
+    example = (torch.randn(2, 3, 4, 5), torch.randn(2, 3, 1, 1), torch.randn(2, 1, 1, 1), torch.randn(2, 3, 4, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = capture_graph(ScaledByChannelAndImage().eval(), example)
+    program = compile_graph(graph, prefix="model", forward_params=["x", "per_channel", "per_image", "y"], has_self=True)
+    assert program.kept_ops == () and program.kernel_block.count("INT32_INDICES=numel + BLOCK <= 2**31") == 1
+    if not int32_indices:
+        program = program.__class__(**{
+            **program.__dict__,
+            "kernel_block": program.kernel_block.replace("INT32_INDICES=numel + BLOCK <= 2**31", "INT32_INDICES=False"),
+        })
+    forward = getattr(load_program(program), program.forward_function)
+    x = torch.randn(3, 7, 6, 9, device=device)
+    if layout == "transposed":
+        x = x.transpose(2, 3)
+    elif layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    per_channel = torch.randn(3, 7, 1, 1, device=device)
+    per_image = torch.randn(3, 1, 1, 1, device=device)
+    y = torch.randn(x.shape, device=device)
+    torch.testing.assert_close(forward(None, x, per_channel, per_image, y), x * per_channel + per_image * y)

@@ -268,3 +268,42 @@ def test_pools_it_does_not_compute_exactly_stay_in_pytorch(function, dtype, run_
     )
     assert program.kernels == () and len(program.kept_ops) == 1
     torch.testing.assert_close(actual, expected)
+
+
+class RowScaledGlobalPool(nn.Module):
+    """A global average pool whose prologue scales each row of the plane (a value varying along the width only)."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(width))
+
+    def forward(self, x):
+        return F.adaptive_avg_pool2d(x * self.scale, 1)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        lambda x: x,
+        lambda x: x[..., ::2],
+        lambda x: x.permute(0, 1, 3, 2),
+        lambda x: x.contiguous(memory_format=torch.channels_last),
+        lambda x: x[:, :, :1, :],
+    ],
+    ids=["contiguous", "every other column", "transposed", "channels_last", "one row of a plane"],
+)
+def test_global_average_pools_read_contiguous_planes_flat_and_others_through_strides(layout, run_hybrid):
+    model = Pool(lambda x: (F.adaptive_avg_pool2d(x, 1), F.adaptive_avg_pool3d(x, 1)))
+    x = layout(torch.randn(3, 4, 13, 22))
+    program, actual, expected = run_hybrid(model, (torch.randn(2, 4, 9, 10),), (x,))
+    assert program.kept_ops == () and program.schedule.count("strategy=tiled") == 2
+    assert program.kernel_block.count("PLANE_CONTIGUOUS=plane_contiguous") == 2
+    assert_same(actual, expected)
+
+
+def test_a_prologue_value_varying_along_part_of_the_plane_keeps_the_strided_positions(run_hybrid):
+    model = RowScaledGlobalPool(10)
+    program, actual, expected = run_hybrid(model, (torch.randn(2, 3, 9, 10),), (torch.randn(3, 2, 11, 10),))
+    assert program.schedule.startswith("kernel pool mul,adaptive_avg_pool2d strategy=tiled ")
+    assert "PLANE_CONTIGUOUS" not in program.kernel_block
+    assert_same(actual, expected)

@@ -295,17 +295,17 @@ class PointwiseTemplate(Template):
         graph, domain = context.graph, plan.domain
         scope = context.scope()
         # the body below spells these names literally; taking them first renames any value called so
-        for fixed in ("pid", "offsets", "mask", "numel", "BLOCK", "CHANNELS_LAST"):
+        for fixed in ("pid", "offsets", "flat", "mask", "numel", "BLOCK", "CHANNELS_LAST", "INT32_INDICES"):
             scope.fresh(fixed)
         variables: dict[str, str] = {}
         reads = DomainReads(graph, domain, plan.inputs, scope, variables, flat_fast_path=True)
         compute = elementwise_lines(graph, plan.nodes, variables, scope, context.helpers)
         output_pointers = {value: scope.fresh(f"{variables[value]}_ptr") for value in plan.outputs}
-        index_lines, index_names, size_names = flat_index_lines(domain, reads.indexed_dims, "offsets", scope)
+        index_lines, index_names, size_names = flat_index_lines(domain, reads.indexed_dims, "flat", scope)
         follows_layout = follows_channels_last(domain, reads)
         if follows_layout:
             channels_last_lines, _, size_names = flat_index_lines(
-                domain, reads.indexed_dims, "offsets", scope, memory_order=CHANNELS_LAST_ORDER,
+                domain, reads.indexed_dims, "flat", scope, memory_order=CHANNELS_LAST_ORDER,
                 names=(index_names, size_names),
             )  # fmt: skip
 
@@ -316,15 +316,24 @@ class PointwiseTemplate(Template):
             "# mask guards the last block",
             "mask = offsets < numel",
         ]
+        if index_lines:
+            body += [
+                "# split each flat offset into per-dimension indices, for inputs read through strides: in int32 where",
+                "# the offsets fit (a 64-bit division costs several 32-bit ones), then widened to meet the strides",
+                "if INT32_INDICES:",
+                f"{INDENT}flat = offsets.to(tl.int32)",
+                "else:",
+                f"{INDENT}flat = offsets",
+            ]
         if follows_layout:
             body.append("# the offsets run over memory: (n, c, h, w) order, or (n, h, w, c) for channels-last tensors")
             body.append("if CHANNELS_LAST:")
             body.extend(INDENT + line for line in channels_last_lines)
             body.append("else:")
             body.extend(INDENT + line for line in index_lines)
-        elif index_lines:
-            body.append("# split each flat offset into per-dimension indices, for inputs read through strides")
+        else:
             body.extend(index_lines)
+        body.extend(f"{index} = {index}.to(tl.int64)" for index in index_names.values())
         body.extend(reads.load_lines(index_names, "mask", flat_offsets="offsets"))
         body.extend(compute)
         for value in plan.outputs:
@@ -339,6 +348,7 @@ class PointwiseTemplate(Template):
             + reads.stride_parameters()
             + reads.flag_parameters()
             + (["CHANNELS_LAST: tl.constexpr"] if follows_layout else [])
+            + (["INT32_INDICES: tl.constexpr"] if index_lines else [])
             + ["BLOCK: tl.constexpr"]
         )
         replaced = ", ".join(f"{op} ({node})" for node, op in zip(plan.nodes, plan.ops))
@@ -353,10 +363,17 @@ class PointwiseTemplate(Template):
         ]
         lines += [f"{INDENT}{line}" for line in body]
         kernel_source = "\n".join(lines) + "\n"
-        return kernel_source + "\n\n" + self._wrapper(plan, context, reads, list(size_names), follows_layout)
+        wrapper = self._wrapper(plan, context, reads, list(size_names), follows_layout, bool(index_lines))
+        return kernel_source + "\n\n" + wrapper
 
     def _wrapper(
-        self, plan: KernelPlan, context: RenderContext, reads: DomainReads, size_dims: list[int], follows_layout: bool
+        self,
+        plan: KernelPlan,
+        context: RenderContext,
+        reads: DomainReads,
+        size_dims: list[int],
+        follows_layout: bool,
+        splits_offsets: bool,
     ) -> str:
         graph = context.graph
         scope = context.scope()
@@ -415,6 +432,7 @@ class PointwiseTemplate(Template):
             + stride_arguments
             + flag_arguments
             + ([f"CHANNELS_LAST={layout} is torch.channels_last"] if follows_layout else [])
+            + ([f"INT32_INDICES={numel} + {block} <= 2**31"] if splits_offsets else [])
             + [f"BLOCK={block}", f"num_warps={plan.params['warps']}"]
         )
         lines += [f"{INDENT * 2}{argument}," for argument in arguments]

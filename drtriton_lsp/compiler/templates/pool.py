@@ -73,6 +73,7 @@ STRATEGY_DOC = (
 KERNEL_NAMES = (
     "pid", "offsets", "mask", "numel", "inside", "window", "window_offset", "window_size", "takes", "total",
     "divisor", "chunk_nan", "chunk_has_nan", "chunk_max", "chunk_index", "position", "BLOCK", "WINDOW",
+    "PLANE_CONTIGUOUS",
 )
 
 
@@ -250,6 +251,7 @@ class PoolKernel:
             graph, self.input_domain, self.window_values, scope, window_variables, flat_fast_path=False
         )
         self.window_variables = window_variables
+        self.whole_plane = self._reads_whole_planes()
         epilogue_variables: dict[str, str] = {plan.anchor: self.result}
         epilogue_reads = DomainReads(
             graph, self.output_domain, self.epilogue_values, scope, epilogue_variables, flat_fast_path=True
@@ -305,6 +307,7 @@ class PoolKernel:
             + self.window_reads.stride_parameters()
             + epilogue_reads.stride_parameters()
             + epilogue_reads.flag_parameters()
+            + (["PLANE_CONTIGUOUS: tl.constexpr"] if self.whole_plane else [])
             + ["BLOCK: tl.constexpr"]
             + (["WINDOW: tl.constexpr"] if self.tiled else [])
         )
@@ -357,6 +360,17 @@ class PoolKernel:
             f"{what} of the {domain_text(self.input_domain)} input, read through its strides, {how}:",
             f"{combine}.",
         ]
+
+    def _reads_whole_planes(self) -> bool:
+        """Whether the tiled loop walks whole planes of 2 or 3 pooled dims (an adaptive average to size 1) that every
+        window read varies along entirely or not at all: then a plane stored contiguously is read at flat offsets."""
+        window = self.window
+        if not (self.tiled and window.adaptive and not window.takes_maximum and set(window.output_size) == {1}):
+            return False
+        pooled = {dim for dim in range(self.leading, len(self.input_domain)) if self.input_domain[dim] != 1}
+        return len(pooled) > 1 and all(
+            pooled <= set(read.strides) or not pooled & set(read.strides) for read in self.window_reads.reads
+        )
 
     def _output_index(self, dim: int) -> str | None:
         """The index variable of output dim `dim`, or None where the dim has size 1 (index 0)."""
@@ -519,30 +533,10 @@ class PoolKernel:
             partial_last_step = math.prod(window.kernel) % self.plan.params["window"] != 0
         lines.append(f"for window_offset in range(0, {window_size}, WINDOW):")
         body = ["window = window_offset + tl.arange(0, WINDOW)"]
-        body.append("# split each window position into per-dim offsets (the last dim varies fastest)")
-        for position, name in enumerate(names):
-            inner = [extents[other] for other in names[position + 1:]]
-            if not inner:
-                offset = "window"
-            elif len(inner) == 1:
-                offset = f"window // {inner[0]}"
-            else:
-                offset = f"window // ({' * '.join(inner)})"
-            body.append(f"{self.offset[name]} = {offset}" + (f" % {extents[name]}" if position else ""))
-        terms = ["mask[:, None]"]
-        if partial_last_step:
-            terms.append(f"(window < {window_size})[None, :]")
-        for position, name in enumerate(names):
-            dilation = 1 if window.adaptive else window.dilation[position]
-            step = f"{self.offset[name]}[None, :]"
-            if dilation != 1:
-                step += f" * {dilation}"
-            pos = self.position[name]
-            body.append(f"{pos} = {self.start[name]}[:, None] + {step}")
-            if self._needs_bounds(position):
-                terms.append(self._bound_check(position, name, pos))
-        body.append("# window positions past the window, in the padding or past the input are not read")
-        body.append(f"inside = {' & '.join(terms)}")
+        if self.whole_plane:
+            body += self._whole_plane_positions(extents)
+        else:
+            body += self._window_positions(extents, window_size, partial_last_step)
         index_of_dim = self._input_indices(lambda index: f"{index}[:, None]", lambda name: self.position[name])
         body += self._window_loads(index_of_dim, "inside")
         value = self.window_variables[window.source]
@@ -569,6 +563,59 @@ class PoolKernel:
         else:
             body.append(f"total += tl.sum(tl.where(inside, {value}, 0.0), axis=1)")
         return lines + [INDENT + line for line in body]
+
+    def _window_positions(self, extents: dict[str, str], window_size: str, partial_last_step: bool) -> list[str]:
+        """Each tile's input positions per pooled dim, and `inside`: the tile entries read."""
+        window, names = self.window, self.spatial_names
+        body = self._window_offsets(extents)
+        terms = ["mask[:, None]"]
+        if partial_last_step:
+            terms.append(f"(window < {window_size})[None, :]")
+        for position, name in enumerate(names):
+            dilation = 1 if window.adaptive else window.dilation[position]
+            step = f"{self.offset[name]}[None, :]"
+            if dilation != 1:
+                step += f" * {dilation}"
+            pos = self.position[name]
+            body.append(f"{pos} = {self.start[name]}[:, None] + {step}")
+            if self._needs_bounds(position):
+                terms.append(self._bound_check(position, name, pos))
+        body.append("# window positions past the window, in the padding or past the input are not read")
+        body.append(f"inside = {' & '.join(terms)}")
+        return body
+
+    def _whole_plane_positions(self, extents: dict[str, str]) -> list[str]:
+        """Positions in whole planes: flat offsets where PLANE_CONTIGUOUS (no division, contiguous vector loads)."""
+        names = self.spatial_names
+        contiguous = [f"{self.position[name]} = 0" for name in names[:-1]]
+        contiguous.append(f"{self.position[names[-1]]} = window[None, :]")
+        split = [f"{self.position[name]} = {self.offset[name]}[None, :]" for name in names]
+        return (
+            [
+                "# every window is a whole plane: its positions before window_size are all inside the input",
+                "inside = mask[:, None] & (window < window_size)[None, :]",
+                "if PLANE_CONTIGUOUS:",
+                f"{INDENT}# each read's planes are contiguous: a window position is its offset in the plane",
+            ]
+            + [INDENT + line for line in contiguous]
+            + ["else:"]
+            + [INDENT + line for line in self._window_offsets(extents) + split]
+        )
+
+    def _window_offsets(self, extents: dict[str, str]) -> list[str]:
+        """Statements splitting each flat window position into per-dim offsets."""
+        names = self.spatial_names
+        body = ["# split each window position into per-dim offsets (the last dim varies fastest)"]
+        for position, name in enumerate(names):
+            inner = [extents[other] for other in names[position + 1:]]
+            if not inner:
+                offset = "window"
+            elif len(inner) == 1:
+                offset = f"window // {inner[0]}"
+            else:
+                offset = f"window // ({' * '.join(inner)})"
+            body.append(f"{self.offset[name]} = {offset}" + (f" % {extents[name]}" if position else ""))
+        return body
 
     def _input_indices(self, leading_index, spatial_position) -> dict[int, str]:
         """Index expression per input dim: the output's index for leading dims, the window position for pooled dims."""
@@ -672,6 +719,10 @@ class PoolKernel:
         window_strides, window_stride_arguments, _ = self.window_reads.wrapper_arguments(tensors, input_shape, scope)
         epilogue_strides, epilogue_stride_arguments, flags = epilogue_reads.wrapper_arguments(tensors, output_shape, scope)
         lines += window_strides + epilogue_strides
+        plane_contiguous = scope.fresh("plane_contiguous")
+        if self.whole_plane:
+            lines.append("# the window reads' planes as stored row-major: they are read at flat offsets in the plane")
+            lines.append(f"{plane_contiguous} = {self._plane_contiguity(sizes, window_stride_arguments)}")
         max_windows: list[str] = []
         if window.adaptive:
             lines.append("# the longest adaptive window: in / out, or 2 more where out does not divide in")
@@ -698,6 +749,7 @@ class PoolKernel:
             + window_stride_arguments
             + epilogue_stride_arguments
             + flags
+            + ([f"PLANE_CONTIGUOUS={plane_contiguous}"] if self.whole_plane else [])
             + [f"BLOCK={block}"]
             + ([f"WINDOW={plan.params['window']}"] if self.tiled else [])
             + [f"num_warps={plan.params['warps']}"]
@@ -706,6 +758,22 @@ class PoolKernel:
         lines += [")", f"return {', '.join(returned)}"]
         body = lines[2:]
         return "\n".join(lines[:2] + [INDENT + line for line in body]) + "\n"
+
+    def _plane_contiguity(self, sizes: dict[str, str], stride_arguments: list[str]) -> str:
+        """An expression: whether every window read varying along the pooled dims holds each plane row-major
+        (each pooled dim of size other than 1 strided by the product of the later pooled sizes)."""
+        names = self.spatial_names
+        checks: list[str] = []
+        arguments = iter(stride_arguments)
+        for read in self.window_reads.reads:
+            strides = {dim: next(arguments) for dim in read.strides}
+            for position, name in enumerate(names):
+                stride = strides.get(self.leading + position)
+                if stride is None:
+                    continue
+                later = " * ".join(sizes[other] for other in names[position + 1:]) or "1"
+                checks.append(f"({sizes[name]} == 1 or {stride} == {later})")
+        return " and ".join(checks) or "True"
 
     def _output_size_lines(self, position: int, size: str, output: str) -> list[str]:
         window = self.window
