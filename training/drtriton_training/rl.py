@@ -292,7 +292,8 @@ class RunLog:
 
     def skipped_update(self, step: int, parameters: list[str], loss: float, batch: Path) -> None:
         """A step whose gradient was not finite: the optimiser left the model as it was; its loss batch (the
-        tensors of the rollouts) is saved at `batch` to reproduce it."""
+        tensors of the rollouts) and the weights it ran on are saved at `batch` to reproduce it
+        (training/scripts/non_finite_probe.py)."""
         self.write({"event": "skipped_update", "objective": self.objective, "step": step, "loss": loss,
                     "non_finite_gradients": len(parameters), "first": parameters[:3], "batch": str(batch)})
         self.log(f"warning: step {step}: the gradient of {len(parameters)} parameters ({', '.join(parameters[:3])}"
@@ -508,8 +509,10 @@ def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_l
             if bad:
                 step = self.state.global_step + 1
                 batch = checkpoints.parent / f"non_finite_step_{step}.pt"
-                torch.save({name: value.detach().cpu() for name, value in self.loss_batch.items()
-                            if isinstance(value, torch.Tensor)}, batch)
+                weights = self.accelerator.unwrap_model(model).state_dict()
+                torch.save({"batch": {name: value.detach().cpu() for name, value in self.loss_batch.items()
+                                      if isinstance(value, torch.Tensor)},
+                            "weights": {name: value.detach().cpu() for name, value in weights.items()}}, batch)
                 step_log.skipped_update(step, bad, float(loss), batch)
             return loss
 

@@ -6,6 +6,7 @@
 # PHASE is a stage or a comma-separated list of stages, run in order:
 #   before      eval of the shipped model (the baseline both arms start from)
 #   drpo, grpo  one time-limited chunk of `rl --objective drpo|grpo` (resumes from its checkpoint when run again)
+#               (a step whose gradient was not finite is replayed by non_finite_probe.py into ARM-probe.txt)
 #   eval-drpo, eval-grpo
 #               eval of that arm's model; the shards of the arm RETURN_MODEL names are copied to $OUT as
 #               ARM-*.safetensors (one arm's: both are over the 64 MiB a call returns)
@@ -99,11 +100,31 @@ chunk() {  # chunk OBJECTIVE: one time-limited chunk of that arm; the same steps
         124 | 137) stamp "rl --objective $1: killed $CHUNK_GRACE s past its chunk's limit (a stalled step: see the stacks in $1.log)" ;;
         *) stamp "rl --objective $1 failed (exit $status): see $1.log" ;;
     esac
+    probe_skipped_steps "$1"
+}
+
+probe_skipped_steps() {  # probe_skipped_steps OBJECTIVE: replay each step of that arm whose gradient was not finite
+    local step_file
+    for step_file in "$WORK/$1"/non_finite_step_*.pt; do
+        [ -f "$step_file" ] || continue
+        stamp "$1: replaying $(basename "$step_file") (non_finite_probe.py) into $1-probe.txt"
+        timeout 120 "$PYTHON" training/scripts/non_finite_probe.py "$step_file" --model training/models \
+            --temperature "$(rl_setting temperature 1.0)" >>"$WORK/$1-probe.txt" 2>&1 || true
+        mv "$step_file" "$step_file.probed"
+    done
+}
+
+rl_setting() {  # rl_setting FIELD DEFAULT: FIELD's value in RL_SETTINGS, else DEFAULT
+    local setting value=$2
+    for setting in "${rl_settings[@]}"; do
+        if [ "${setting%%=*}" = "$1" ]; then value=${setting#*=}; fi
+    done
+    echo "$value"
 }
 
 pack() {  # pack: bundle.tar.gz of what exists so far (results, logs, samples, manifests), replaced whole
     local have=()
-    for path in results eval.log drpo.log grpo.log drpo/model drpo/rl_log.jsonl drpo/samples.jsonl \
+    for path in results eval.log drpo.log grpo.log drpo-probe.txt grpo-probe.txt drpo/model drpo/rl_log.jsonl drpo/samples.jsonl \
                 grpo/model grpo/rl_log.jsonl grpo/samples.jsonl; do
         if [ -e "$WORK/$path" ]; then have+=("$path"); fi
     done

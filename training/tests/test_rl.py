@@ -6,6 +6,8 @@ the CPU with a curriculum advance and a resume (slow).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,6 +30,8 @@ from drtriton_training.rl import StallReport, drop_non_finite_gradients
 from drtriton_training.rl_configs import RECIPES, recipe
 from drtriton_training.sft import build_model, train_tokenizer
 from drtriton_training.sft_configs import RECIPES as SFT_RECIPES
+
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 # two groups of four rollouts: group 0 has two correct (one faster), group 1 none
 GROUP = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
@@ -401,8 +405,8 @@ def test_a_step_with_a_nan_gradient_is_skipped_logged_and_its_batch_kept(tmp_pat
     assert "the model was left as it was this step" in capsys.readouterr().err
     [skipped] = [record for record in log_records(run) if record["event"] == "skipped_update"]
     assert skipped["step"] == 1 and skipped["non_finite_gradients"] >= 1
-    batch = torch.load(skipped["batch"])
-    assert batch["completion_ids"].shape[0] == RECIPES["tiny"].rollouts_per_step
+    saved = torch.load(skipped["batch"])
+    assert saved["batch"]["completion_ids"].shape[0] == RECIPES["tiny"].rollouts_per_step
     from safetensors.torch import load_file
 
     def weights(directory):
@@ -412,3 +416,10 @@ def test_a_step_with_a_nan_gradient_is_skipped_logged_and_its_batch_kept(tmp_pat
     before, after = weights(run / "initial_model"), weights(run / "model")
     assert before.keys() == after.keys()
     assert all(torch.equal(before[name].float(), after[name].float()) for name in before)
+    assert all(torch.equal(before[name].float(), saved["weights"][name].float()) for name in before)
+    probe = subprocess.run([sys.executable, str(REPOSITORY / "training" / "scripts" / "non_finite_probe.py"),
+                            skipped["batch"], "--model", str(run / "initial_model")],
+                           capture_output=True, text=True, timeout=300, check=True)
+    replays = [line for line in probe.stdout.splitlines() if "head: loss" in line]
+    assert len(replays) == 8  # the step's gradient was poisoned by the test, so every honest replay is finite
+    assert all("non-finite gradients in 0 parameters" in line for line in replays), probe.stdout
