@@ -166,13 +166,16 @@ def flat_index_lines(
     *,
     memory_order: Sequence[int] | None = None,
     names: tuple[dict[int, str], dict[int, str]] | None = None,
+    combine_divisions: bool = False,
 ) -> tuple[list[str], dict[int, str], dict[int, str]]:
     """Statements splitting flat offsets into the indices of `indexed_dims`.
 
     The offsets run over the domain row-major, or in `memory_order` (its dims outermost first: (0, 2, 3, 1) is
     channels-last). names: the (index, size) variables of an earlier call to reuse and extend, so two orders can
-    fill the same index variables. Returns (statements, index variable per indexed dim, size parameter per dim the
-    split divides by). Size-1 dims are skipped (their index is always 0).
+    fill the same index variables. combine_divisions: divide once by the product of the sizes of consecutive dims no
+    index is taken along (one division instead of several; only where that product cannot overflow the sizes'
+    integer type). Returns (statements, index variable per indexed dim, size parameter per dim the split divides
+    by). Size-1 dims are skipped (their index is always 0).
     """
     index_names, size_names = names if names is not None else ({}, {})
     if not indexed_dims:
@@ -186,25 +189,32 @@ def flat_index_lines(
     lines: list[str] = []
     remainder = flat_offsets
     quotient_variable: str | None = None
-    for position, dim in enumerate(splitting):
-        target = index_names.get(dim) if dim in indexed_dims else None
+    divisors: list[str] = []  # sizes the remainder is divided by before the next index is taken
+    for dim in splitting:
+        target = index_names[dim] if dim in indexed_dims else None
+        if dim != outermost and dim not in size_names:
+            size_names[dim] = scope.fresh(f"size{dim}")
+        if target is None and combine_divisions:
+            divisors.append(size_names[dim])
+            continue
+        if divisors:
+            divisor = divisors[0] if len(divisors) == 1 else f"({' * '.join(divisors)})"
+            divisors = []
+            quotient = f"{remainder} // {divisor}"
+            if dim == outermost:
+                remainder = quotient
+            else:
+                quotient_variable = quotient_variable or scope.fresh("outer")
+                lines.append(f"{quotient_variable} = {quotient}")
+                remainder = quotient_variable
         if dim == outermost:
             lines.append(f"{target} = {remainder}")
             break
-        if dim not in size_names:
-            size_names[dim] = scope.fresh(f"size{dim}")
-        size = size_names[dim]
         if target is not None:
-            lines.append(f"{target} = {remainder} % {size}")
+            lines.append(f"{target} = {remainder} % {size_names[dim]}")
         if dim == outermost_needed:
             break
-        quotient = f"{remainder} // {size}"
-        if splitting[position + 1] == outermost:
-            remainder = quotient
-        else:
-            quotient_variable = quotient_variable or scope.fresh("outer")
-            lines.append(f"{quotient_variable} = {quotient}")
-            remainder = quotient_variable
+        divisors.append(size_names[dim])
     return lines, {dim: index_names[dim] for dim in indexed_dims}, dict(sorted(size_names.items()))
 
 
@@ -301,13 +311,38 @@ class PointwiseTemplate(Template):
         reads = DomainReads(graph, domain, plan.inputs, scope, variables, flat_fast_path=True)
         compute = elementwise_lines(graph, plan.nodes, variables, scope, context.helpers)
         output_pointers = {value: scope.fresh(f"{variables[value]}_ptr") for value in plan.outputs}
-        index_lines, index_names, size_names = flat_index_lines(domain, reads.indexed_dims, "flat", scope)
         follows_layout = follows_channels_last(domain, reads)
-        if follows_layout:
-            channels_last_lines, _, size_names = flat_index_lines(
-                domain, reads.indexed_dims, "flat", scope, memory_order=CHANNELS_LAST_ORDER,
-                names=(index_names, size_names),
+        names: tuple[dict[int, str], dict[int, str]] = ({}, {})
+
+        def index_block(dims: list[int], combine_divisions: bool) -> list[str]:
+            """Statements splitting `flat` into the indices of `dims` (in the layout CHANNELS_LAST picks), widened to
+            int64 to meet the strides."""
+            row_major, _, _ = flat_index_lines(
+                domain, dims, "flat", scope, names=names, combine_divisions=combine_divisions
+            )
+            widened = [f"{names[0][dim]} = {names[0][dim]}.to(tl.int64)" for dim in dims]
+            if not follows_layout or not dims:
+                return row_major + widened
+            channels_last, _, _ = flat_index_lines(
+                domain, dims, "flat", scope, memory_order=CHANNELS_LAST_ORDER, names=names,
+                combine_divisions=combine_divisions,
             )  # fmt: skip
+            return (
+                ["# the offsets run over memory: (n, c, h, w) order, or (n, h, w, c) for channels-last tensors"]
+                + ["if CHANNELS_LAST:"] + [INDENT + line for line in channels_last]
+                + ["else:"] + [INDENT + line for line in row_major]
+                + widened
+            )
+
+        # every index, split with one division per dim: right for any size and layout
+        wide_lines = index_block(reads.indexed_dims, combine_divisions=False)
+        # where the offsets fit int32 and every full-shape read is contiguous (read at the flat offsets), only the
+        # broadcast reads need indices, and neighbouring dims none of them varies along go in one division
+        flagged = [read.contiguous_flag for read in reads.reads if read.contiguous_flag]
+        broadcast_dims = sorted({dim for read in reads.reads if not read.contiguous_flag for dim in read.strides})
+        narrow_lines = index_block(broadcast_dims, combine_divisions=True)
+        index_names = {dim: names[0][dim] for dim in reads.indexed_dims}
+        size_names = dict(sorted(names[1].items()))
 
         body = [
             "pid = tl.program_id(0)",
@@ -316,24 +351,25 @@ class PointwiseTemplate(Template):
             "# mask guards the last block",
             "mask = offsets < numel",
         ]
-        if index_lines:
+        if wide_lines:
             body += [
                 "# split each flat offset into per-dimension indices, for inputs read through strides: in int32 where",
-                "# the offsets fit (a 64-bit division costs several 32-bit ones), then widened to meet the strides",
+                "# the offsets fit (a 64-bit division costs several 32-bit ones)",
                 "if INT32_INDICES:",
                 f"{INDENT}flat = offsets.to(tl.int32)",
                 "else:",
                 f"{INDENT}flat = offsets",
             ]
-        if follows_layout:
-            body.append("# the offsets run over memory: (n, c, h, w) order, or (n, h, w, c) for channels-last tensors")
-            body.append("if CHANNELS_LAST:")
-            body.extend(INDENT + line for line in channels_last_lines)
-            body.append("else:")
-            body.extend(INDENT + line for line in index_lines)
-        else:
-            body.extend(index_lines)
-        body.extend(f"{index} = {index}.to(tl.int64)" for index in index_names.values())
+            if narrow_lines == wide_lines:
+                body += wide_lines
+            else:
+                narrow_case = " and ".join(["INT32_INDICES", *flagged])
+                body += (
+                    [f"if {narrow_case}:"]
+                    + [INDENT + line for line in narrow_lines or ["pass  # every read is at the flat offsets"]]
+                    + ["else:"]
+                    + [INDENT + line for line in wide_lines]
+                )
         body.extend(reads.load_lines(index_names, "mask", flat_offsets="offsets"))
         body.extend(compute)
         for value in plan.outputs:
@@ -348,7 +384,7 @@ class PointwiseTemplate(Template):
             + reads.stride_parameters()
             + reads.flag_parameters()
             + (["CHANNELS_LAST: tl.constexpr"] if follows_layout else [])
-            + (["INT32_INDICES: tl.constexpr"] if index_lines else [])
+            + (["INT32_INDICES: tl.constexpr"] if wide_lines else [])
             + ["BLOCK: tl.constexpr"]
         )
         replaced = ", ".join(f"{op} ({node})" for node, op in zip(plan.nodes, plan.ops))
@@ -363,7 +399,7 @@ class PointwiseTemplate(Template):
         ]
         lines += [f"{INDENT}{line}" for line in body]
         kernel_source = "\n".join(lines) + "\n"
-        wrapper = self._wrapper(plan, context, reads, list(size_names), follows_layout, bool(index_lines))
+        wrapper = self._wrapper(plan, context, reads, list(size_names), follows_layout, bool(wide_lines))
         return kernel_source + "\n\n" + wrapper
 
     def _wrapper(
