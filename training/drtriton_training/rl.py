@@ -455,6 +455,7 @@ def _trainer(recipe, objective, model_path, programs, curriculum, reward, step_l
         logging_steps=1,
         bf16=recipe.bf16,
         use_cpu=recipe.use_cpu,
+        model_init_kwargs={"attn_implementation": recipe.attn_implementation},
         use_vllm=recipe.use_vllm,
         vllm_mode=recipe.vllm_mode,
         seed=recipe.seed,

@@ -94,6 +94,10 @@ class RlRecipe:
             (the GPU machine returns files of at most 16 MiB) and dtype.
         bf16 (`bool`, default `False`): bfloat16 mixed precision; use_cpu (`bool`, default `False`): train on the
             CPU even where a GPU exists (trl 1.16 needs it said on a CPU).
+        attn_implementation (`str`, default `"sdpa"`): the attention the policy and its reference run
+            (transformers' `attn_implementation`: "sdpa", "eager"). `small` takes "eager": on the H200, bf16 SDPA's
+            backward gave NaN gradients (from the last layer's attention down) on batches where eager attention and
+            fp32 SDPA gave finite ones (training/results/rl-h200-2026-12-03b.md, non_finite_probe.py).
         use_vllm (`bool`, default `False`), vllm_mode (`str`, default `"colocate"`): generate rollouts with vLLM
             (trl's `use_vllm`; "colocate" shares each training GPU, "server" talks to `trl vllm-serve`).
         seed (`int`, default `0`): sampling, shuffling and the tiny model's weights.
@@ -137,6 +141,7 @@ class RlRecipe:
     save_dtype: str = "bfloat16"
     bf16: bool = False
     use_cpu: bool = False
+    attn_implementation: str = "sdpa"
     use_vllm: bool = False
     vllm_mode: str = "colocate"
     seed: int = 0
@@ -158,6 +163,8 @@ class RlRecipe:
         """The recipe itself, or ValueError saying which fields contradict each other and what to set."""
         if self.kind not in ("script", "kernel"):
             raise ValueError(f"kind is script or kernel, got {self.kind!r}")
+        if self.attn_implementation not in ("sdpa", "eager"):
+            raise ValueError(f"attn_implementation is sdpa or eager, got {self.attn_implementation!r}")
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f"device is cpu or cuda, got {self.device!r}")
         if not self.levels or list(self.levels) != sorted(set(self.levels)):
@@ -214,6 +221,7 @@ RECIPES = {
         program_scale=256,
         time_limit_s=420.0,
         bf16=True,
+        attn_implementation="eager",
     ),
     # Several GPUs (accelerate launch --config_file training/configs/accelerate_multi_gpu.yaml -m
     # drtriton_training.cli rl --config multi_gpu ...): prompts_per_step is per GPU, each GPU's batch holds whole

@@ -11,7 +11,7 @@ import json
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.models import formats
@@ -191,17 +191,26 @@ def sft(recipe: SftRecipe, data: list[Path], out: Path, log=print) -> dict[str, 
     return manifest
 
 
-def time_limit_callback(time_limit_s: float | None, started: float):
+def time_limit_callback(time_limit_s: float | None, started: float, clock: Callable[[], float] = time.monotonic):
     """A trainer callback that stops training (and saves a checkpoint to resume from) at the first step end after
-    `time_limit_s` seconds from `started` (a `time.monotonic()` reading); None: no limit. Its `stopped` says
-    whether it stopped the run."""
+    which another step as long as the longest so far would end past `time_limit_s` seconds from `started` (a
+    `clock()` reading): a chunk whose caller kills it at its limit keeps its steps (an RL step at a harder level can
+    take twice the last one). None: no limit. Its `stopped` says whether it stopped the run."""
     from transformers import TrainerCallback
 
     class TimeLimit(TrainerCallback):
         stopped = False
+        step_started: float | None = None
+        longest_step = 0.0
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.step_started = clock()
 
         def on_step_end(self, args, state, control, **kwargs):
-            if time_limit_s is not None and time.monotonic() - started > time_limit_s:
+            now = clock()
+            if self.step_started is not None:
+                self.longest_step = max(self.longest_step, now - self.step_started)
+            if time_limit_s is not None and now - started + self.longest_step > time_limit_s:
                 control.should_training_stop = True
                 control.should_save = True
                 self.stopped = True

@@ -423,3 +423,45 @@ def test_a_step_with_a_nan_gradient_is_skipped_logged_and_its_batch_kept(tmp_pat
     replays = [line for line in probe.stdout.splitlines() if "head: loss" in line]
     assert len(replays) == 8  # the step's gradient was poisoned by the test, so every honest replay is finite
     assert all("non-finite gradients in 0 parameters" in line for line in replays), probe.stdout
+
+
+def test_the_recipe_attention_reaches_the_policy_and_its_reference(tmp_path, monkeypatch):
+    import trl.trainer.grpo_trainer as grpo_trainer
+
+    loaded = []
+    real_create = grpo_trainer.create_model_from_path
+
+    def recording_create(path, **kwargs):
+        loaded.append(kwargs.get("attn_implementation"))
+        return real_create(path, **kwargs)
+
+    monkeypatch.setattr(grpo_trainer, "create_model_from_path", recording_create)
+    run = tmp_path / "run"
+    assert cli.main(["rl", "--config", "tiny", "--out", str(run), "--steps", "1", "--objective", "grpo",
+                     "--set", "attn_implementation=eager"]) == 0
+    assert loaded == ["eager", "eager"]  # the policy, then the reference the KL term holds it to
+    assert RECIPES["small"].attn_implementation == "eager"  # bf16 SDPA's backward gave NaN gradients on the H200
+    with pytest.raises(ValueError, match="attn_implementation is sdpa or eager"):
+        recipe("tiny", ["attn_implementation=flash"])
+
+
+def test_a_chunk_stops_before_a_step_as_long_as_its_longest_would_pass_its_time_limit():
+    from transformers import TrainerControl
+
+    from drtriton_training.sft import time_limit_callback
+
+    now = [0.0]
+    limit = time_limit_callback(100.0, started=0.0, clock=lambda: now[0])
+    stops = []
+    for seconds in (20, 20, 45):  # a step at a harder level takes twice as long
+        control = TrainerControl()
+        limit.on_step_begin(None, None, control)
+        now[0] += seconds
+        stops.append(limit.on_step_end(None, None, control).should_training_stop)
+    # after 40 s, 45 more would still fit; after 85 s, another 45 would not (the old rule started a step at 85 s
+    # that the caller's kill at its limit would cut, losing the chunk's steps)
+    assert stops == [False, False, True] and limit.stopped
+    unlimited = time_limit_callback(None, started=0.0, clock=lambda: now[0])
+    unlimited.on_step_begin(None, None, TrainerControl())
+    now[0] += 1000
+    assert not unlimited.on_step_end(None, None, TrainerControl()).should_training_stop
