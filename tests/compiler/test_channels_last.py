@@ -78,8 +78,8 @@ def test_only_a_convolution_of_a_batch_of_images_takes_the_layout(block_graph):
     assert channels_last_schedule(one_dimensional, default_schedule(one_dimensional)) is None
 
 
-def test_the_block_runs_channels_last_and_returns_pytorchs_layout(block_graph, load_program):
-    model = ResidualBlock().eval()
+def test_the_block_runs_channels_last_and_returns_pytorchs_layout(block_graph, load_program, device):
+    model = ResidualBlock().eval().to(device)
     program = compile_with(block_graph, print_schedule(channels_last_schedule(block_graph, default_schedule(block_graph))))
     module = load_program(program)
     assert "torch.ops.aten.conv2d.default(model_to_channels_last(x), " in program.kernel_block
@@ -93,7 +93,7 @@ def test_the_block_runs_channels_last_and_returns_pytorchs_layout(block_graph, l
             return result
 
         setattr(module, wrapper, recording)
-    x = torch.randn(3, 6, 7, 4)
+    x = torch.randn(3, 6, 7, 4, device=device)
     with torch.no_grad():
         expected = model(x)
         gated, flat = getattr(module, program.forward_function)(model, x)
@@ -108,22 +108,25 @@ def test_the_block_runs_channels_last_and_returns_pytorchs_layout(block_graph, l
 
 
 @pytest.mark.parametrize("layout", ["strided", "channels_last", "contiguous"])
-def test_the_conversion_lays_out_any_input_channels_last(block_graph, load_program, layout):
+def test_the_conversion_lays_out_any_input_channels_last(block_graph, load_program, layout, device):
     program = compile_with(block_graph, print_schedule(channels_last_schedule(block_graph, default_schedule(block_graph))))
     convert = load_program(program).model_to_channels_last
-    x = torch.randn(3, 5, 7, 6)
-    given = {"strided": torch.randn(3, 7, 6, 10)[..., ::2].permute(0, 3, 1, 2), "channels_last": x.contiguous(
-        memory_format=CHANNELS_LAST), "contiguous": x}[layout]
+    x = torch.randn(3, 5, 7, 6, device=device)
+    given = {
+        "strided": torch.randn(3, 7, 6, 10, device=device)[..., ::2].permute(0, 3, 1, 2),
+        "channels_last": x.contiguous(memory_format=CHANNELS_LAST),
+        "contiguous": x,
+    }[layout]
     relaid = convert(given)
     assert relaid.is_contiguous(memory_format=CHANNELS_LAST) and torch.equal(relaid, given)
     assert (relaid is given) == (layout == "channels_last")
 
 
-def test_kernels_given_a_contiguous_input_keep_the_default_layout(block_graph, load_program):
+def test_kernels_given_a_contiguous_input_keep_the_default_layout(block_graph, load_program, device):
     program = compile_with(block_graph)
     module = load_program(program)
-    model = ResidualBlock().eval()
-    x = torch.randn(2, 6, 5, 7)
+    model = ResidualBlock().eval().to(device)
+    x = torch.randn(2, 6, 5, 7, device=device)
     with torch.no_grad():
         gated, _ = getattr(module, program.forward_function)(model, x)
         torch.testing.assert_close(gated, model(x)[0], atol=1e-5, rtol=1e-5)
