@@ -289,8 +289,11 @@ class RowScaledGlobalPool(nn.Module):
         lambda x: x.permute(0, 1, 3, 2),
         lambda x: x.contiguous(memory_format=torch.channels_last),
         lambda x: x[:, :, :1, :],
+        lambda x: x[:, :, :, :1].transpose(2, 3).contiguous().transpose(2, 3),
     ],
-    ids=["contiguous", "every other column", "transposed", "channels_last", "one row of a plane"],
+    ids=[
+        "contiguous", "every other column", "transposed", "channels_last", "one row of a plane", "one column rows apart",
+    ],
 )
 def test_global_average_pools_read_contiguous_planes_flat_and_others_through_strides(layout, run_hybrid):
     model = Pool(lambda x: (F.adaptive_avg_pool2d(x, 1), F.adaptive_avg_pool3d(x, 1)))
@@ -306,4 +309,12 @@ def test_a_prologue_value_varying_along_part_of_the_plane_keeps_the_strided_posi
     program, actual, expected = run_hybrid(model, (torch.randn(2, 3, 9, 10),), (torch.randn(3, 2, 11, 10),))
     assert program.schedule.startswith("kernel pool mul,adaptive_avg_pool2d strategy=tiled ")
     assert "PLANE_CONTIGUOUS" not in program.kernel_block
+    assert_same(actual, expected)
+
+
+def test_a_global_pool_over_planes_whose_last_dim_is_one_reads_through_the_strides(run_hybrid):
+    model = Pool(lambda x: F.adaptive_avg_pool3d(x, 1))
+    program, actual, expected = run_hybrid(model, (torch.randn(2, 3, 8, 16, 1),), (torch.randn(3, 2, 9, 15, 1),))
+    assert program.schedule.startswith("kernel pool adaptive_avg_pool3d strategy=tiled ")
+    assert "PLANE_CONTIGUOUS" not in program.kernel_block  # a size-1 last dim has no stride to walk the plane by
     assert_same(actual, expected)

@@ -368,7 +368,8 @@ class PoolKernel:
         if not (self.tiled and window.adaptive and not window.takes_maximum and set(window.output_size) == {1}):
             return False
         pooled = {dim for dim in range(self.leading, len(self.input_domain)) if self.input_domain[dim] != 1}
-        return len(pooled) > 1 and all(
+        # the flat position walks the innermost pooled dim: it must be the input's last (a size-1 one has no stride)
+        return len(pooled) > 1 and len(self.input_domain) - 1 in pooled and all(
             pooled <= set(read.strides) or not pooled & set(read.strides) for read in self.window_reads.reads
         )
 
@@ -761,7 +762,8 @@ class PoolKernel:
 
     def _plane_contiguity(self, sizes: dict[str, str], stride_arguments: list[str]) -> str:
         """An expression: whether every window read varying along the pooled dims holds each plane row-major
-        (each pooled dim of size other than 1 strided by the product of the later pooled sizes)."""
+        (the last pooled dim unit-strided, each other of size other than 1 strided by the product of the later
+        pooled sizes)."""
         names = self.spatial_names
         checks: list[str] = []
         arguments = iter(stride_arguments)
@@ -771,7 +773,11 @@ class PoolKernel:
                 stride = strides.get(self.leading + position)
                 if stride is None:
                     continue
-                later = " * ".join(sizes[other] for other in names[position + 1:]) or "1"
+                if position == len(names) - 1:
+                    # the flat position steps along this dim, whatever its size: it must be unit-strided
+                    checks.append(f"{stride} == 1")
+                    continue
+                later = " * ".join(sizes[other] for other in names[position + 1:])
                 checks.append(f"({sizes[name]} == 1 or {stride} == {later})")
         return " and ".join(checks) or "True"
 
