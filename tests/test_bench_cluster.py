@@ -43,6 +43,12 @@ def ray_head():
     # Ray's sockets live under its temp folder, and a socket's path may not exceed 107 bytes: a short folder
     scratch = tempfile.TemporaryDirectory(prefix="ray-")
     environment = dict(os.environ)
+    if not (Path.home() / ".ray" / "auth_token").exists():
+        # Ray 2.60's head and clients authenticate with this user's token, which `ray start` does not write: on a
+        # machine that never had one, the bench below failed to connect (AuthenticationError)
+        generated = subprocess.run([ray_command, "get-auth-token", "--generate"], capture_output=True, text=True,
+                                   timeout=120, env=environment)
+        assert generated.returncode == 0, generated.stderr[-2000:]
     started = subprocess.run(
         [ray_command, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
          "--ray-client-server-port", str(client_port), "--num-cpus", "2", "--num-gpus", "0",
