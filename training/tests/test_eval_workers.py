@@ -123,13 +123,18 @@ def test_an_rl_runs_validation_split_is_judged_side_by_side_in_order_from_its_ca
         answers[program.prompt] = formats.script_completion(default.schedule)
     sampler = PromptSampler(answers)
     verifying, most_verifying, lock = [0], [0], threading.Lock()
+    second_judged = threading.Event()
 
     def verify(capture, module, options, runner, tf32=False, then=None):
         with lock:
             verifying[0] += 1
             most_verifying[0] = max(most_verifying[0], verifying[0])
-        # the first program's verification ends last: its record still comes first
-        time.sleep(0.4 if capture.task.source == programs[0].source else 0.05)
+        if capture.task.source == programs[0].source:
+            # the first program's verification ends only after the second's (or after a timeout when the two are
+            # judged one after the other, which the overlap count below then shows): its record still comes first
+            second_judged.wait(timeout=30)
+        else:
+            second_judged.set()
         with lock:
             verifying[0] -= 1
         return Verdict(verified=True, reason=None, detail="")
