@@ -530,6 +530,7 @@ def test_problems_run_side_by_side_on_one_gpu_share_its_lock_and_its_memory(tmp_
     problems = [suite.Problem(tmp_path / f"{name}.py", f"{name}.py", "fusion") for name in ("a", "b", "c", "d")]
     running, most_at_once, environments, rooms = set(), [0], [], set()
     guard = threading.Lock()
+    pair = threading.Barrier(2, timeout=30)  # two problems meet here only when they run side by side
 
     def run_problem(problem, _options, _copy, _progress, cancel=None, new_runner=None, gpu_memory=None):
         with guard:
@@ -537,7 +538,10 @@ def test_problems_run_side_by_side_on_one_gpu_share_its_lock_and_its_memory(tmp_
             most_at_once[0] = max(most_at_once[0], len(running))
             environments.append(new_runner().extra_env)
             rooms.add(gpu_memory)
-        time.sleep(0.2)
+        try:
+            pair.wait()
+        except threading.BrokenBarrierError:
+            pass  # run one at a time: the count below says so
         with guard:
             running.discard(problem.name)
         return record(problem.name, "fusion", vs_eager=2.0, vs_compile=1.5)
@@ -571,15 +575,16 @@ def one_place():
 
 
 def test_a_timing_waits_for_running_verifications_and_holds_the_gpu_alone(tmp_path, monkeypatch):
-    monkeypatch.setenv(GPU_LOCK_VARIABLE, str(tmp_path / "gpu.lock"))
+    lock_path = tmp_path / "gpu.lock"
+    monkeypatch.setenv(GPU_LOCK_VARIABLE, str(lock_path))
     events = []
-    verifying = threading.Event()
+    verifying, late_started = threading.Event(), threading.Event()
 
     def verification():
         with gpu_hold(exclusive=False):
             events.append("verify start")
             verifying.set()
-            time.sleep(0.3)
+            late_started.wait(timeout=10)
             events.append("verify end")
 
     def timing():
@@ -593,12 +598,29 @@ def test_a_timing_waits_for_running_verifications_and_holds_the_gpu_alone(tmp_pa
     for thread in threads:
         thread.start()
     verifying.wait()
-    time.sleep(0.1)  # the timing is waiting now: a verification that comes later queues behind it
+    wait_until_the_turnstile_is_held(lock_path)  # the timing is waiting now: a later verification queues behind it
     late = threading.Thread(target=lambda: gpu_hold_then(events, "late verify"))
     late.start()
+    late_started.set()
     for thread in [*threads, late]:
         thread.join(timeout=10)
     assert events == ["verify start", "verify end", "timing start", "timing end", "late verify"]
+
+
+def wait_until_the_turnstile_is_held(lock_path, timeout_s=10.0):
+    """Return once another holder has the lock's turnstile (a waiting exclusive hold keeps it)."""
+    import fcntl
+
+    deadline = time.monotonic() + timeout_s
+    with open(str(lock_path) + ".turnstile", "a") as probe:
+        while time.monotonic() < deadline:
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+            fcntl.flock(probe, fcntl.LOCK_UN)
+            time.sleep(0.01)
+    pytest.fail("the timing never waited at the turnstile")
 
 
 def gpu_hold_then(events, name):

@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -32,6 +31,7 @@ def test_problems_spread_over_the_gpus_each_with_its_own_gpu_lock_and_memory(tmp
     most_per_gpu: collections.Counter = collections.Counter()
     seen: dict[str, tuple[str, object]] = {}
     messages = []
+    four_at_once = threading.Barrier(4, timeout=30)  # met only when every place runs a problem at the same time
 
     def run_problem(problem, _options, _copy, progress, cancel=None, new_runner=None, gpu_memory=None):
         environment = new_runner().extra_env
@@ -41,7 +41,10 @@ def test_problems_spread_over_the_gpus_each_with_its_own_gpu_lock_and_memory(tmp
             running[gpu] += 1
             most_per_gpu[gpu] = max(most_per_gpu[gpu], running[gpu])
             seen[problem.name] = (gpu, environment[GPU_LOCK_VARIABLE], gpu_memory)
-        time.sleep(0.15)
+        try:
+            four_at_once.wait()
+        except threading.BrokenBarrierError:
+            pass  # fewer ran at once: the counts below say so
         with guard:
             running[gpu] -= 1
         return record(problem.name, "fusion", vs_eager=2.0, vs_compile=1.5)
