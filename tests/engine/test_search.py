@@ -388,15 +388,17 @@ def test_the_cache_returns_a_finished_search_for_the_same_task_and_environment(g
 def test_a_timing_waits_until_no_verification_uses_the_gpu():
     lock = GpuLock()
     events: list[str] = []
+    verifying = threading.Event()
 
     def verification():
         with lock.shared():
             events.append("verify start")
+            verifying.set()
             time.sleep(0.2)
             events.append("verify end")
 
     def timing():
-        time.sleep(0.05)
+        verifying.wait(timeout=10)
         with lock.exclusive():
             events.append("timing")
 
