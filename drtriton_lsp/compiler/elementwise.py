@@ -107,12 +107,18 @@ def float_expression(value: Any) -> str:
     return float_literal(value)
 
 
+def is_finite_number(value: Any) -> bool:
+    """An int or float argument (not a bool) that a kernel can spell as a literal."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def float_literal(value: float | int) -> str:
     return repr(float(value))
 
 
 Renderer = Callable[[OpRendering], list[str]]
 Acceptor = Callable[[dict[str, Any]], bool]  # the op's bound arguments -> fusible?
+NodeAcceptor = Callable[[OpNode, OpGraph], bool]
 
 
 @dataclass(frozen=True)
@@ -125,11 +131,13 @@ class ElementwiseOp:
     bool_operands_only: every tensor operand must be bool (logical ops).
     copies: the op moves its input unchanged (a cast only rounds it on store), so a kernel of such ops alone
     computes nothing.
+    accepts_node: a check that needs the graph (operand shapes and dtypes), beside `accepts`.
     """
 
     short_name: str
     render: Renderer
     accepts: Acceptor | None = None
+    accepts_node: NodeAcceptor | None = None
     may_return_input: bool = False
     returns_bool: bool = False
     float_operands_only: bool = False
@@ -490,6 +498,27 @@ def _render_isnan(call: OpRendering) -> list[str]:
     return call.assign(f"{x} != {x}")
 
 
+def _render_loss(kind: str) -> Renderer:
+    """An elementwise loss with reduction='none': the loss template's formula for `kind` at each element."""
+
+    def render(call: OpRendering) -> list[str]:
+        from drtriton_lsp.compiler.losses import pointwise_loss_lines  # losses reads op arguments through this module
+
+        return pointwise_loss_lines(kind, call)
+
+    return render
+
+
+def _one_loss_per_element(node: OpNode, graph: OpGraph) -> bool:
+    from drtriton_lsp.compiler.losses import elementwise_loss_of  # losses reads op arguments through this module
+
+    return elementwise_loss_of(node, graph) is not None
+
+
+def _loss_op(short_name: str, kind: str) -> ElementwiseOp:
+    return ElementwiseOp(short_name, _render_loss(kind), accepts_node=_one_loss_per_element, float_operands_only=True)
+
+
 def _nonzero_alpha(bound: dict[str, Any]) -> bool:
     return isinstance(bound["alpha"], (int, float)) and bound["alpha"] != 0
 
@@ -622,6 +651,17 @@ ELEMENTWISE_OPS: dict[str, ElementwiseOp] = {
     "aten.contiguous.default": ElementwiseOp("contiguous", _render_identity, may_return_input=True, copies=True),
     "aten.to.dtype": ElementwiseOp("to", _render_identity, may_return_input=True, copies=True),
     "aten._to_copy.default": ElementwiseOp("to_copy", _render_identity, _same_device_copy, copies=True),
+    # losses with reduction='none' (one loss per element); with 'mean' or 'sum' they anchor loss kernels
+    "aten.mse_loss.default": _loss_op("mse_loss", "mse"),
+    "aten.l1_loss.default": _loss_op("l1_loss", "l1"),
+    "aten.smooth_l1_loss.default": _loss_op("smooth_l1_loss", "smooth_l1"),
+    "aten.huber_loss.default": _loss_op("huber_loss", "huber"),
+    "aten.soft_margin_loss.default": _loss_op("soft_margin_loss", "soft_margin"),
+    "aten.binary_cross_entropy_with_logits.default": _loss_op("bce_with_logits", "binary_cross_entropy_with_logits"),
+    "aten.binary_cross_entropy.default": _loss_op("binary_cross_entropy", "binary_cross_entropy"),
+    "aten.kl_div.default": _loss_op("kl_div", "kl_div"),
+    "aten.margin_ranking_loss.default": _loss_op("margin_ranking_loss", "margin_ranking"),
+    "aten.hinge_embedding_loss.default": _loss_op("hinge_embedding_loss", "hinge_embedding"),
 }
 
 
@@ -683,6 +723,8 @@ def is_fusible(node: OpNode, graph: OpGraph, *, graph_mutates: bool) -> bool:
     if entry.float_operands_only and not (len(operand_dtypes) == 1 and operand_dtypes <= set(FUSIBLE_DTYPES)):
         return False
     if entry.bool_operands_only and operand_dtypes != {"bool"}:
+        return False
+    if entry.accepts_node is not None and not entry.accepts_node(node, graph):
         return False
     return reads_a_tensor and (entry.accepts is None or entry.accepts(bound))
 

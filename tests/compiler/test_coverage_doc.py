@@ -14,10 +14,10 @@ import pytest
 
 from drtriton_lsp.compiler.aten_schemas import schema_of
 from drtriton_lsp.compiler.elementwise import ELEMENTWISE_OPS
+from drtriton_lsp.compiler.losses import LOSS_READERS
 from drtriton_lsp.compiler.templates import TEMPLATES
 from drtriton_lsp.compiler.templates.conv import CONV_OVERLOADS
 from drtriton_lsp.compiler.templates.fold import REDUCTION_READERS
-from drtriton_lsp.compiler.templates.loss import LOSS_READERS
 from drtriton_lsp.compiler.templates.matmul import FORM_READERS
 from drtriton_lsp.compiler.templates.normalize import FAMILIES
 from drtriton_lsp.compiler.templates.pool import POOL_OVERLOADS

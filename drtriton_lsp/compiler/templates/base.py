@@ -40,11 +40,6 @@ def power_of_two_within(size: int, low: int, high: int) -> int:
     return min(high, max(low, next_power_of_two(size)))
 
 
-def is_finite_number(value: Any) -> bool:
-    """An int or float argument (not a bool) that a kernel can spell as a literal."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def graph_ref(value: Any) -> str | None:
     """The graph value an op argument names ({"ref": name}); None for anything else."""
     return value["ref"] if isinstance(value, dict) and "ref" in value else None

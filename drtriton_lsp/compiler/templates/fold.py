@@ -8,10 +8,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Collection
 
-from drtriton_lsp.compiler.elementwise import FUSIBLE_DTYPES, bind_arguments
+from drtriton_lsp.compiler.elementwise import FUSIBLE_DTYPES, bind_arguments, is_finite_number
 from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.compiler.names import NameScope
-from drtriton_lsp.compiler.templates.base import is_finite_number
 from drtriton_lsp.compiler.templates.pointwise import INDENT
 
 NEGATIVE_INFINITY = 'float("-inf")'

@@ -10,7 +10,13 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from drtriton_lsp.compiler.elementwise import FUSIBLE_DTYPES, READABLE_DTYPES, TRITON_DTYPES, bind_arguments
+from drtriton_lsp.compiler.elementwise import (
+    FUSIBLE_DTYPES,
+    READABLE_DTYPES,
+    TRITON_DTYPES,
+    bind_arguments,
+    is_finite_number,
+)
 from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.compiler.templates.base import (
     AnchorShape,
@@ -19,7 +25,6 @@ from drtriton_lsp.compiler.templates.base import (
     RenderContext,
     Template,
     example_size,
-    is_finite_number,
     next_power_of_two,
     power_of_two,
 )
