@@ -39,7 +39,7 @@ from drtriton_lsp.runners.local import JobFailure, JobLimits, LocalRunner
 from drtriton_training.answer_room import compiler_answer, prompt_problem, token_count
 from drtriton_training.programs import HELDOUT_LEVELS, load_heldout
 from drtriton_training.sft import MANIFEST
-from drtriton_training.teach import TeachOptions, capture_program, kernel_candidate, verify_module
+from drtriton_training.teach import TeachOptions, capture_program, verify_module, written_candidate
 
 RESULTS_SCHEMA = "drtriton.train-eval/1"
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -265,7 +265,7 @@ def _evaluate_program(
     record["rejections"] = rejections
     record["distinct_valid"] = len(verdicts)
     if options.baseline:
-        baseline = kernel_candidate(capture) if capture.program.kernels else None
+        baseline = written_candidate(capture) if capture.program.kernels else None
         record["baseline_verified"] = (
             verify_module(capture, baseline, teach_options, runner, tf32=capture.program.tf32, then="capture").verified
             if baseline else None
@@ -274,7 +274,7 @@ def _evaluate_program(
         verified_modules = [module for module, (ok, _) in verdicts.items() if ok]
         record["timing"] = _best_timing(capture, verified_modules, options, runner)
         if options.baseline and record.get("baseline_verified"):
-            record["baseline_timing"] = _best_timing(capture, [kernel_candidate(capture)], options, runner)
+            record["baseline_timing"] = _best_timing(capture, [baseline], options, runner)
     return record
 
 
@@ -296,13 +296,16 @@ def module_of(completion: str, capture, kind: str) -> tuple[str | None, str]:
     if not answer.valid:
         return None, answer.error
     from drtriton_lsp.compiler.codegen import compile_graph
+    from drtriton_lsp.compiler.planner import with_default_replay
 
+    # as the product takes a model's script: replayed as CUDA graphs by default from enough steps
     program = compile_graph(
-        capture.graph, prefix="model", forward_params=capture.forward_params, has_self=True, schedule=answer.script
+        capture.graph, prefix="model", forward_params=capture.forward_params, has_self=True,
+        schedule=with_default_replay(answer.script),
     )
     if not program.kernels:
         return None, NO_KERNEL
-    return kernel_candidate(capture, program), ""
+    return written_candidate(capture, program), ""
 
 
 def _best_timing(capture, modules: list[str], options: EvalOptions, runner) -> dict[str, Any] | None:

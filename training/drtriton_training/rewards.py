@@ -84,6 +84,7 @@ class RlProgram:
     graph: dict[str, Any]
     forward_params: tuple[str, ...]
     prompt: str
+    guards: list[dict[str, Any]] | None = None  # the capture's specialisation guards; None in older programs.jsonl
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ def capture_job(source: str) -> dict[str, Any]:
         capture = capture_program(source, pool_runner(), CAPTURE_LIMITS)
     except DrtritonError as error:
         return {"error": error.message[:300]}
-    return {"graph": capture.graph.to_json(), "forward_params": list(capture.forward_params)}
+    return {"graph": capture.graph.to_json(), "forward_params": list(capture.forward_params), "guards": capture.guards}
 
 
 _captures: dict[str, Any] = {}
@@ -147,7 +148,8 @@ def capture_of_record(program: RlProgram):
     graph = OpGraph.from_json(program.graph)
     forward_params = list(program.forward_params)
     compiled = compile_graph(graph, prefix=PREFIX, forward_params=forward_params, has_self=True)
-    return Capture(Task(name=TARGET, kind="module", source=program.source), graph, compiled, forward_params)
+    task = Task(name=TARGET, kind="module", source=program.source)
+    return Capture(task, graph, compiled, forward_params, program.guards)
 
 
 def _capture_of(program: RlProgram):

@@ -192,7 +192,8 @@ def _programs(recipe: RlRecipe, out: Path, pool: RewardPool, log) -> list[RlProg
         prompt = (formats.script_prompt(OpGraph.from_json(graph)) if recipe.kind == "script"
                   else formats.kernel_prompt(synthetic.source))
         programs.append(RlProgram(synthetic.hash, synthetic.metadata["level"], split_of(synthetic.hash),
-                                  synthetic.source, graph, tuple(captured["forward_params"]), prompt))
+                                  synthetic.source, graph, tuple(captured["forward_params"]), prompt,
+                                  captured["guards"]))
     with path.open("w") as lines:
         for program in programs:
             lines.write(json.dumps(asdict(program)) + "\n")

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Iterator
 from drtriton_lsp import __version__ as DRTRITON_VERSION
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target
+from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target, written_back_candidate
 from drtriton_lsp.engine.search import SearchBudget
 from drtriton_lsp.engine.session import WorkerLimits, WorkerSession
 from drtriton_lsp.engine.verify import Verdict, user_input_shapes, verify_candidate, worker_environment
@@ -114,6 +114,8 @@ class Capture:
     graph: OpGraph
     program: CompiledProgram
     forward_params: list[str]
+    # what the kernels are specialised on (the written dispatch checks them); None: not kept (an older record)
+    guards: list[dict[str, Any]] | None = None
 
     @property
     def dtype(self) -> str:
@@ -141,12 +143,22 @@ def capture_program(
     graph = OpGraph.from_json(captured["graph"])
     forward_params = list(targets[TARGET].forward_params)
     program = compile_graph(graph, prefix=PREFIX, forward_params=forward_params, has_self=True)
-    return Capture(task, graph, program, forward_params)
+    return Capture(task, graph, program, forward_params, captured["guards"])
 
 
 def kernel_candidate(capture: Capture, program: CompiledProgram | None = None) -> str:
     """The ModelNew module a compiled program decodes to, as the product assembles it."""
     return build_candidate(capture.task.source, program or capture.program, KERNEL_DOCSTRING)
+
+
+def written_candidate(capture: Capture, program: CompiledProgram | None = None) -> str:
+    """What the product verifies and times for a compiled program: the task with its forward written back (the
+    dispatch, its guards, and the CUDA-graph replay where the schedule has one). Without the capture's guards (a
+    record captured before they were kept): the plain ModelNew of `kernel_candidate`, which never replays."""
+    program = program or capture.program
+    if capture.guards is None:
+        return kernel_candidate(capture, program)
+    return written_back_candidate(capture.task, program, capture.guards)
 
 
 # The worker environment of each job teach and eval run: a capture's is the runner's own (no changes).

@@ -19,10 +19,12 @@ from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.verify import Verdict
 from drtriton_lsp.models import formats
 from drtriton_lsp.runners.local import JobFailure
+from drtriton_lsp.source.dispatch import declares_replay
 from drtriton_training import evaluate as evaluation
 from drtriton_training.evaluate import EvalOptions, level_summary, to_markdown
 from drtriton_training.programs import load_heldout
-from drtriton_training.rewards import RlProgram
+from drtriton_training.rewards import RlProgram, capture_of_record
+from drtriton_training.rl import _program_from_json
 from drtriton_training.teach import Capture
 
 PRODUCT_FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
@@ -190,3 +192,20 @@ def test_the_rl_table_compares_the_models_on_the_programs_every_evaluation_reach
     assert "| before | 1 | 2 | 1.000 | 0.750 | 1.000 |" in text
     assert "| after | 1 | 2 | 1.000 | 1.000 | 1.000 |" in text
     assert "| before | 2 | 0 | - |" in text
+
+
+def test_a_script_answer_is_judged_as_the_product_writes_it_back_replay_and_guards_included():
+    program = level5_program(1)
+    guards = [{"kind": "training", "name": "uniform"}, {"kind": "tensor", "name": "x", "dtype": "float32", "shape": [None, 7]}]
+    steps = "\n".join(line for line in capture_of_record(program).program.schedule.splitlines() if line != "replay cuda_graph")
+    answer = formats.script_completion(steps)
+    assert len(steps.splitlines()) >= 4  # enough steps for the default schedule to replay them
+
+    written, problem = evaluation.module_of(answer, capture_of_record(RlProgram(**{**asdict(program), "guards": guards})), "script")
+    assert problem == "" and declares_replay(written) and "@drtriton_dispatch(" in written and "'x'" in written
+    assert written.rstrip().endswith("ModelNew = Model")  # the written-back Model itself is what is judged
+
+    # a programs.jsonl written before guards were kept: the plain ModelNew, as then
+    older = {key: value for key, value in asdict(program).items() if key != "guards"}
+    plain, problem = evaluation.module_of(answer, capture_of_record(_program_from_json(json.loads(json.dumps(older)))), "script")
+    assert problem == "" and not declares_replay(plain) and "drtriton_dispatch" not in plain and "class ModelNew" in plain
