@@ -519,6 +519,11 @@ def _loss_op(short_name: str, kind: str) -> ElementwiseOp:
     return ElementwiseOp(short_name, _render_loss(kind), accepts_node=_one_loss_per_element, float_operands_only=True)
 
 
+def _both_tensors(bound: dict[str, Any]) -> bool:
+    # export may pass a Python bool in a Tensor slot (mask & True); the renderer combines two kernel variables
+    return all(isinstance(bound[name], dict) and "ref" in bound[name] for name in ("self", "other"))
+
+
 def _nonzero_alpha(bound: dict[str, Any]) -> bool:
     return isinstance(bound["alpha"], (int, float)) and bound["alpha"] != 0
 
@@ -559,6 +564,9 @@ _DIV = ElementwiseOp("div", _render_div, _true_division)
 _WHERE = ElementwiseOp("where", _render_where)
 _CLAMP_SCALARS = ElementwiseOp("clamp", _render_clamp_scalars("min", "max"), _some_bound)
 _CLAMP_TENSORS = ElementwiseOp("clamp", _render_clamp_tensors("min", "max"), _some_bound)
+_BOOL_AND = ElementwiseOp("and", _render_logical("&"), _both_tensors, returns_bool=True, bool_operands_only=True)
+_BOOL_OR = ElementwiseOp("or", _render_logical("|"), _both_tensors, returns_bool=True, bool_operands_only=True)
+_BOOL_XOR = ElementwiseOp("xor", _render_logical("^"), _both_tensors, returns_bool=True, bool_operands_only=True)
 
 ELEMENTWISE_OPS: dict[str, ElementwiseOp] = {
     "aten.add.Tensor": _ADD,
@@ -643,6 +651,14 @@ ELEMENTWISE_OPS: dict[str, ElementwiseOp] = {
     "aten.logical_or.default": ElementwiseOp("logical_or", _render_logical("|"), returns_bool=True, bool_operands_only=True),
     "aten.logical_xor.default": ElementwiseOp("logical_xor", _render_logical("^"), returns_bool=True, bool_operands_only=True),
     "aten.logical_not.default": ElementwiseOp("logical_not", _render_logical_not, returns_bool=True, bool_operands_only=True),
+    # Python's &, |, ^ and ~ on bool tensors (masks) are these logical ops; on integer tensors they stay
+    "aten.__and__.Tensor": _BOOL_AND,
+    "aten.__or__.Tensor": _BOOL_OR,
+    "aten.__xor__.Tensor": _BOOL_XOR,
+    "aten.bitwise_and.Tensor": _BOOL_AND,
+    "aten.bitwise_or.Tensor": _BOOL_OR,
+    "aten.bitwise_xor.Tensor": _BOOL_XOR,
+    "aten.bitwise_not.default": ElementwiseOp("bitwise_not", _render_logical_not, returns_bool=True, bool_operands_only=True),
     "aten.isnan.default": ElementwiseOp("isnan", _render_isnan, returns_bool=True, float_operands_only=True),
     "aten.dropout.default": ElementwiseOp("dropout", _render_identity, _eval_dropout, may_return_input=True, copies=True),
     "aten.clone.default": ElementwiseOp("clone", _render_identity, copies=True),

@@ -115,6 +115,7 @@ UNARY_CASES = {
     "aten.le.Scalar": (lambda x: x <= -0.3, normal),
     "aten.isnan.default": (lambda x: torch.isnan(torch.log(x)), normal),
     "aten.logical_not.default": (lambda x: torch.logical_not(x > 0), normal),
+    "aten.bitwise_not.default": (lambda x: ~(x > 0), normal),
 }
 
 BINARY_CASES = {
@@ -140,6 +141,12 @@ BINARY_CASES = {
     "aten.logical_and.default": lambda x, y: torch.logical_and(x > 0, y > 0),
     "aten.logical_or.default": lambda x, y: torch.logical_or(x > 0, y > 0),
     "aten.logical_xor.default": lambda x, y: torch.logical_xor(x > 0, y > 0),
+    "aten.__and__.Tensor": lambda x, y: (x > 0) & (y > 0),
+    "aten.__or__.Tensor": lambda x, y: (x > 0) | (y > 0),
+    "aten.__xor__.Tensor": lambda x, y: (x > 0) ^ (y > 0),
+    "aten.bitwise_and.Tensor": lambda x, y: torch.bitwise_and(x > 0, y > 0),
+    "aten.bitwise_or.Tensor[mask select]": lambda x, y: torch.where(torch.bitwise_or(x > 1, y < -1), x, y),
+    "aten.bitwise_xor.Tensor": lambda x, y: torch.bitwise_xor(x > 0, y > 0),
 }
 
 
@@ -334,3 +341,19 @@ def test_a_scalar_compared_with_half_precision_is_rounded_to_it_first(run_hybrid
 def test_comparisons_of_integer_tensors_stay_in_pytorch(compile_model):
     program = compile_model(TwoInputs(lambda x, y: (x > y) & (x != 3)), (torch.arange(24).view(4, 6), torch.ones(4, 6, dtype=torch.int64)))
     assert "aten.gt.Tensor" in program.kept_ops
+
+
+class IntegerMasks(nn.Module):
+    """Bitwise ops on integer tensors compute integers, which kernels do not: they stay PyTorch's."""
+
+    def forward(self, x, flags):
+        return torch.where(((flags & 3) ^ ~flags) > 0, x, -x)
+
+
+def test_bitwise_ops_on_integers_stay_in_pytorch(run_hybrid):
+    def inputs(rows):
+        return (normal((rows, 6)), torch.randint(-8, 8, (rows, 6)))
+
+    program, actual, expected = run_hybrid(IntegerMasks(), inputs(4), inputs(9))
+    assert {"aten.__and__.Scalar", "aten.__xor__.Tensor", "aten.bitwise_not.default"} <= set(program.kept_ops)
+    torch.testing.assert_close(actual, expected)
