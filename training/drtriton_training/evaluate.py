@@ -231,6 +231,9 @@ def _evaluate_program(
         return record
     if options.kind == "script":
         prompt = formats.script_prompt(capture.graph)
+        # what a script answer is judged as (`written_candidate`): the product's written-back module, or the plain
+        # ModelNew where the capture's guards were not kept
+        record["judged_as"] = "plain" if capture.guards is None else "written back"
     else:
         prompt = formats.kernel_prompt(program.source)
     # a prompt that leaves no room for the compiler's own answer is not the model's failure: reported apart, not cut
@@ -499,6 +502,12 @@ def to_markdown(results: dict[str, Any]) -> str:
         + (f"; {options['workers']} judged at once" if options.get("workers", 1) > 1 else ""),
         "",
     ]
+    plain = sum(record.get("judged_as") == "plain" for record in results["programs"])
+    if plain:
+        lines[-1:-1] = [
+            f"- {plain} of {len(results['programs'])} programs judged their script answers as the plain ModelNew "
+            "(captured before guards were kept: no written dispatch, no CUDA-graph replay in their timings)",
+        ]
     if "best_of_k_geomean_vs_eager" in results["overall"]:
         lines[-1:-1] = [
             "- speed: the fastest verified sample of each program (picked by the product's time_candidates when "

@@ -155,6 +155,9 @@ def test_an_rl_runs_validation_split_is_judged_side_by_side_in_order_from_its_ca
     assert most_verifying[0] == 2 and sampler.most_at_once == 1  # judged at once, one generate at a time
     assert results["options"]["programs"] == str(path) and results["options"]["workers"] == 2
     assert f"the validation split of {path}; 2 judged at once" in to_markdown(results)
+    # programs.jsonl without guards (as written before they were kept): the report says what was judged
+    assert {record["judged_as"] for record in results["programs"]} == {"plain"}
+    assert "2 of 2 programs judged their script answers as the plain ModelNew" in to_markdown(results)
 
     stopped = evaluation.evaluate(model_dir, EvalOptions(levels=(5,), samples=2, workers=2, programs=path,
                                                          time_limit_s=0), sampler=sampler)
