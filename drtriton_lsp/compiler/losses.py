@@ -277,22 +277,28 @@ def _l1(x: dict[str, str], loss: Loss, rounded: Rounding, name: Naming) -> list[
     return [f"{name('element')} = tl.abs({rounded(x['self'] + ' - ' + x['target'])})"]
 
 
-def _smooth_l1_lines(x: dict[str, str], loss: Loss, rounded: Rounding, name: Naming) -> list[str]:
-    beta, difference = loss.option("beta"), name("difference")
+def _quadratic_near_zero(
+    x: dict[str, str], rounded: Rounding, name: Naming, bound: float, near: str, far: str
+) -> list[str]:
+    """|x - target| as `difference`, then `near` below `bound` and `far` above (expressions of `difference`)."""
+    difference = name("difference")
     return [
         f"{difference} = tl.abs({rounded(x['self'] + ' - ' + x['target'])})",
-        f"{name('element')} = tl.where({difference} < {float_literal(beta)}, "
-        f"0.5 * {difference} * {difference} / {float_literal(beta)}, {difference} - {float_literal(0.5 * beta)})",
+        f"{name('element')} = tl.where({difference} < {float_literal(bound)}, "
+        + f"{near.format(d=difference)}, {far.format(d=difference)})",
     ]
+
+
+def _smooth_l1_lines(x: dict[str, str], loss: Loss, rounded: Rounding, name: Naming) -> list[str]:
+    beta = loss.option("beta")
+    near, far = f"0.5 * {{d}} * {{d}} / {float_literal(beta)}", f"{{d}} - {float_literal(0.5 * beta)}"
+    return _quadratic_near_zero(x, rounded, name, beta, near, far)
 
 
 def _huber_lines(x: dict[str, str], loss: Loss, rounded: Rounding, name: Naming) -> list[str]:
-    delta, difference = loss.option("delta"), name("difference")
-    return [
-        f"{difference} = tl.abs({rounded(x['self'] + ' - ' + x['target'])})",
-        f"{name('element')} = tl.where({difference} < {float_literal(delta)}, 0.5 * {difference} * {difference}, "
-        f"{float_literal(delta)} * ({difference} - {float_literal(0.5 * delta)}))",
-    ]
+    delta = loss.option("delta")
+    near, far = "0.5 * {d} * {d}", f"{float_literal(delta)} * ({{d}} - {float_literal(0.5 * delta)})"
+    return _quadratic_near_zero(x, rounded, name, delta, near, far)
 
 
 def _soft_margin(x: dict[str, str], loss: Loss, rounded: Rounding, name: Naming) -> list[str]:
