@@ -498,27 +498,6 @@ def _render_isnan(call: OpRendering) -> list[str]:
     return call.assign(f"{x} != {x}")
 
 
-def _render_loss(kind: str) -> Renderer:
-    """An elementwise loss with reduction='none': the loss template's formula for `kind` at each element."""
-
-    def render(call: OpRendering) -> list[str]:
-        from drtriton_lsp.compiler.losses import pointwise_loss_lines  # losses reads op arguments through this module
-
-        return pointwise_loss_lines(kind, call)
-
-    return render
-
-
-def _one_loss_per_element(node: OpNode, graph: OpGraph) -> bool:
-    from drtriton_lsp.compiler.losses import elementwise_loss_of  # losses reads op arguments through this module
-
-    return elementwise_loss_of(node, graph) is not None
-
-
-def _loss_op(short_name: str, kind: str) -> ElementwiseOp:
-    return ElementwiseOp(short_name, _render_loss(kind), accepts_node=_one_loss_per_element, float_operands_only=True)
-
-
 def _both_tensors(bound: dict[str, Any]) -> bool:
     # export may pass a Python bool in a Tensor slot (mask & True); the renderer combines two kernel variables
     return all(isinstance(bound[name], dict) and "ref" in bound[name] for name in ("self", "other"))
@@ -667,17 +646,6 @@ ELEMENTWISE_OPS: dict[str, ElementwiseOp] = {
     "aten.contiguous.default": ElementwiseOp("contiguous", _render_identity, may_return_input=True, copies=True),
     "aten.to.dtype": ElementwiseOp("to", _render_identity, may_return_input=True, copies=True),
     "aten._to_copy.default": ElementwiseOp("to_copy", _render_identity, _same_device_copy, copies=True),
-    # losses with reduction='none' (one loss per element); with 'mean' or 'sum' they anchor loss kernels
-    "aten.mse_loss.default": _loss_op("mse_loss", "mse"),
-    "aten.l1_loss.default": _loss_op("l1_loss", "l1"),
-    "aten.smooth_l1_loss.default": _loss_op("smooth_l1_loss", "smooth_l1"),
-    "aten.huber_loss.default": _loss_op("huber_loss", "huber"),
-    "aten.soft_margin_loss.default": _loss_op("soft_margin_loss", "soft_margin"),
-    "aten.binary_cross_entropy_with_logits.default": _loss_op("bce_with_logits", "binary_cross_entropy_with_logits"),
-    "aten.binary_cross_entropy.default": _loss_op("binary_cross_entropy", "binary_cross_entropy"),
-    "aten.kl_div.default": _loss_op("kl_div", "kl_div"),
-    "aten.margin_ranking_loss.default": _loss_op("margin_ranking_loss", "margin_ranking"),
-    "aten.hinge_embedding_loss.default": _loss_op("hinge_embedding_loss", "hinge_embedding"),
 }
 
 
@@ -703,14 +671,13 @@ def bind_arguments(node: OpNode) -> dict[str, Any]:
     return bound
 
 
-def is_fusible(node: OpNode, graph: OpGraph, *, graph_mutates: bool) -> bool:
-    """Whether `node` can run inside a fused elementwise kernel with PyTorch's exact semantics.
+def entry_accepts(entry: ElementwiseOp, node: OpNode, graph: OpGraph, *, graph_mutates: bool) -> bool:
+    """Whether `node`, an op of `entry`'s overload, can run inside a fused kernel with PyTorch's exact semantics.
 
     graph_mutates: the graph has in-place ops; then ops that may return their input itself stay
     in PyTorch, so an in-place write through that alias still reaches the other name.
     """
-    entry = ELEMENTWISE_OPS.get(node.op)
-    if entry is None or len(node.outputs) != 1:
+    if len(node.outputs) != 1:
         return False
     if node.spec.dtype not in (("bool",) if entry.returns_bool else FUSIBLE_DTYPES):
         return False

@@ -11,6 +11,7 @@ from drtriton_lsp.compiler.elementwise import (
     FUSIBLE_DTYPES,
     TRITON_DTYPES,
     DeviceHelpers,
+    ElementwiseOp,
     OpRendering,
     TensorOperand,
     bind_arguments,
@@ -416,3 +417,28 @@ def pointwise_loss_lines(kind: str, call: OpRendering) -> list[str]:
     dtype = next(iter(tensors.values())).dtype
     operands = {role: call.number(role) for role in tensors}
     return ELEMENT_FORMULAS[kind](operands, loss, rounding_to(dtype, call.helpers), name)
+
+
+def _pointwise_loss(short_name: str, kind: str) -> ElementwiseOp:
+    """An elementwise loss with reduction='none' as a fusible op: the loss template's formula at each element."""
+    return ElementwiseOp(
+        short_name, lambda call: pointwise_loss_lines(kind, call),
+        accepts_node=lambda node, graph: elementwise_loss_of(node, graph) is not None, float_operands_only=True,
+    )
+
+
+# losses with reduction='none' (one loss per element); with 'mean' or 'sum' they anchor loss kernels
+POINTWISE_LOSS_OPS: dict[str, ElementwiseOp] = {
+    "aten.mse_loss.default": _pointwise_loss("mse_loss", "mse"),
+    "aten.l1_loss.default": _pointwise_loss("l1_loss", "l1"),
+    "aten.smooth_l1_loss.default": _pointwise_loss("smooth_l1_loss", "smooth_l1"),
+    "aten.huber_loss.default": _pointwise_loss("huber_loss", "huber"),
+    "aten.soft_margin_loss.default": _pointwise_loss("soft_margin_loss", "soft_margin"),
+    "aten.binary_cross_entropy_with_logits.default": _pointwise_loss(
+        "bce_with_logits", "binary_cross_entropy_with_logits"
+    ),
+    "aten.binary_cross_entropy.default": _pointwise_loss("binary_cross_entropy", "binary_cross_entropy"),
+    "aten.kl_div.default": _pointwise_loss("kl_div", "kl_div"),
+    "aten.margin_ranking_loss.default": _pointwise_loss("margin_ranking_loss", "margin_ranking"),
+    "aten.hinge_embedding_loss.default": _pointwise_loss("hinge_embedding_loss", "hinge_embedding"),
+}

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from drtriton_lsp.compiler.aten_schemas import schema_of
-from drtriton_lsp.compiler.elementwise import ELEMENTWISE_OPS, is_fusible, is_mutating
+from drtriton_lsp.compiler.elementwise import is_mutating
 from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.forward_source import is_bookkeeping
+from drtriton_lsp.compiler.fusible import FUSIBLE_OPS, is_fusible
 from drtriton_lsp.compiler.graph import OpGraph, OpNode
 from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.partition import Anchored, GroupStep, Pointwise, Role, group_inputs, group_outputs, partition_graph
@@ -153,7 +154,7 @@ def moves_data_only(nodes: dict[str, OpNode], members: tuple[str, ...]) -> bool:
     table), and cat, stack or repeat (the copy template's ops) with nothing but such ops after them."""
     for member in members:
         op = nodes[member].op
-        entry = ELEMENTWISE_OPS.get(op)
+        entry = FUSIBLE_OPS.get(op)
         if not (entry is not None and entry.copies) and op not in COPY_OPS:
             return False
     return True
@@ -464,7 +465,7 @@ def _ancestors_within(nodes: dict[str, OpNode], start: str, members: set[str]) -
 
 def short_name(op: str) -> str:
     """"gelu" for aten.gelu.default; the elementwise table's name where it has one."""
-    entry = ELEMENTWISE_OPS.get(op)
+    entry = FUSIBLE_OPS.get(op)
     if entry is not None:
         return entry.short_name
     parts = op.split(".")

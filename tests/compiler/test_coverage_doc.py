@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from drtriton_lsp.compiler.aten_schemas import schema_of
-from drtriton_lsp.compiler.elementwise import ELEMENTWISE_OPS
+from drtriton_lsp.compiler.fusible import FUSIBLE_OPS
 from drtriton_lsp.compiler.losses import LOSS_READERS
 from drtriton_lsp.compiler.templates import TEMPLATES
 from drtriton_lsp.compiler.templates.conv import CONV_OVERLOADS
@@ -96,7 +96,7 @@ def test_parameter_table_gives_the_allowed_values(parameter_rows):
 
 def test_coverage_table_names_every_pointwise_overload(coverage_table):
     named = {overload for row in coverage_table for overload in OVERLOAD.findall(row[1])}
-    missing = [op for op in ELEMENTWISE_OPS if op not in named]
+    missing = [op for op in FUSIBLE_OPS if op not in named]
     assert not missing, f"overloads missing from the Coverage table: {missing}"
 
 

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from typing import Any, Collection, Sequence
 
 from drtriton_lsp.compiler.elementwise import (
-    ELEMENTWISE_OPS,
     TRITON_DTYPES,
     DeviceHelpers,
     OpRendering,
     TensorOperand,
     bind_arguments,
 )
+from drtriton_lsp.compiler.fusible import FUSIBLE_OPS
 from drtriton_lsp.compiler.graph import Dim, OpGraph, TensorSpec
 from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.templates.base import KernelPlan, RenderContext, Template, power_of_two
@@ -249,7 +249,7 @@ def elementwise_lines(
         )
         lines.append(f"# {member} = {node.op}({shown})")
         rendering = OpRendering(variables[member], arguments, scope, helpers)
-        lines.extend(ELEMENTWISE_OPS[node.op].render(rendering))
+        lines.extend(FUSIBLE_OPS[node.op].render(rendering))
         dtype = node.spec.dtype
         if dtype not in ("float32", "bool") and (member in read_inside or member in read_elsewhere):
             variable = variables[member]
