@@ -110,10 +110,8 @@ def _elementwise_loss(kind: str, roles: tuple[str, ...], optional: tuple[str, ..
 
 def _smooth_l1(node: OpNode, graph: OpGraph, bound: dict[str, Any]) -> Loss | None:
     loss = _elementwise_loss("smooth_l1", ("self", "target"), options=("beta",))(node, graph, bound)
-    # beta < 0 raises in PyTorch; beta == 0 is the L1 loss
-    if loss is None or loss.option("beta") < 0:
-        return None
-    return loss if loss.option("beta") > 0 else Loss("l1", "elementwise", loss.operands, loss.reduction, loss.domain)
+    # beta < 0 raises in PyTorch
+    return loss if loss is not None and loss.option("beta") >= 0 else None
 
 
 def _huber(node: OpNode, graph: OpGraph, bound: dict[str, Any]) -> Loss | None:
@@ -292,6 +290,7 @@ def _quadratic_near_zero(
 
 def _smooth_l1_lines(x: dict[str, str], loss: Loss, rounded: Rounding, name: Naming) -> list[str]:
     beta = loss.option("beta")
+    # beta == 0 is the L1 loss: |d| < 0 never holds, so every element takes |d| - 0
     near, far = f"0.5 * {{d}} * {{d}} / {float_literal(beta)}", f"{{d}} - {float_literal(0.5 * beta)}"
     return _quadratic_near_zero(x, rounded, name, beta, near, far)
 
@@ -405,8 +404,6 @@ def pointwise_loss_lines(kind: str, call: OpRendering) -> list[str]:
     tensors = {role: value for role, value in call.arguments.items() if isinstance(value, TensorOperand)}
     options = tuple((role, value) for role, value in call.arguments.items() if role not in tensors)
     loss = Loss(kind, "elementwise", (), 0, (), options=options)
-    if kind == "smooth_l1" and loss.option("beta") == 0:
-        kind = "l1"  # PyTorch's smooth L1 with beta 0 is the L1 loss
     locals_: dict[str, str] = {"element": call.target}
 
     def name(local: str) -> str:
