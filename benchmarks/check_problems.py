@@ -1,6 +1,7 @@
 """Check a folder of KernelBench-form problems on a CPU: each runs in eager with its size constants shrunk, then is
 captured at full size as the pipeline's capture worker does and compiled with the default schedule; prints per
-problem what failed and why (no verification, no kernels run).
+problem what failed and why, and whether the default replays the forward as a CUDA graph with the times it weighed
+(no verification, no kernels run).
 
 Usage: python benchmarks/check_problems.py benchmarks/problems/models [--match NAME] [--json OUT] [--no-export]
 Full-size capture allocates each problem's real inputs and weights (up to about 1 GB each), one problem at a time.
@@ -27,6 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from drtriton_lsp.bench.suite import find_problems  # noqa: E402
 from drtriton_lsp.compiler.codegen import compile_graph  # noqa: E402
+from drtriton_lsp.compiler.planner import replay_estimate  # noqa: E402
+from drtriton_lsp.compiler.script import parse_schedule  # noqa: E402
 from drtriton_lsp.errors import DrtritonError  # noqa: E402
 from drtriton_lsp.worker.capture import capture  # noqa: E402
 
@@ -152,9 +155,17 @@ def generate(graph: Any, module: types.ModuleType) -> dict[str, Any]:
         program = compile_graph(graph, prefix="model", forward_params=forward_params, has_self=True)
     except Exception as error:  # noqa: BLE001 - a generation failure is a finding
         return {"generate": first_line(error)}
+    steps = parse_schedule(program.schedule).steps
+    estimate = replay_estimate(steps, graph)
     return {
         "generate": "ok" if program.kernels else "no kernel (no_candidate)",
         "kernels": len(program.kernels),
+        "steps": len(steps),
+        # the default's CUDA-graph replay and what it weighed (planner.replays_by_default), microseconds a call
+        "replay": program.replay,
+        "replay_estimate_us": {
+            name.removesuffix("_s"): round(seconds * 1e6) for name, seconds in vars(estimate).items()
+        },
         "replaced_ops": sorted(set(program.replaced_ops)),
         "kept_ops": sorted(set(program.kept_ops)),
         "kept_copies": sorted(set(program.kept_copies)),
@@ -197,7 +208,8 @@ def main() -> int:
             continue
         record = check(problem.path, export=not arguments.no_export)
         records[problem.name] = record
-        keys = ("category", "eager_reduced", "dynamic_export", "capture", "generate", "kernels")
+        keys = ("category", "eager_reduced", "dynamic_export", "capture", "generate", "kernels", "replay",
+                "replay_estimate_us")
         print(problem.name, json.dumps({key: record.get(key) for key in keys}), flush=True)
         if arguments.json:
             arguments.json.write_text(json.dumps(records, indent=1))

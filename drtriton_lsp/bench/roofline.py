@@ -10,24 +10,11 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from drtriton_lsp.compiler.graph import OpGraph, TensorSpec
+from drtriton_lsp.compiler.graph import DTYPE_BYTES, OpGraph, TensorSpec
 
 # Issue #6's targets: memory-bound kernels at >= 85 % of copy bandwidth, matmul-class at >= 70 % of the library.
 BANDWIDTH_TARGET = 0.85
 LIBRARY_TARGET = 0.70
-
-DTYPE_BYTES = {
-    "float64": 8,
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "int64": 8,
-    "int32": 4,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-}
 
 # ATen ops whose work is a matrix product (the "matmul class": FLOPs = 2*M*N*K per batch).
 MATMUL_OPS = {

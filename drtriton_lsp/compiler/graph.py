@@ -2,6 +2,7 @@
 
 Built by `drtriton_lsp.worker.capture` inside a worker process and sent to the parent as JSON,
 so every field here is JSON-friendly (no torch objects): the parent never imports user code.
+`example_bytes` sizes a value at the example inputs (memory caps, the roofline, the replay's cost).
 
 Shapes are lists whose entries are ints or symbol names (str): a symbol is a dimension that
 `torch.export` proved free (it may take other sizes, e.g. the batch); an int is fixed. Two
@@ -11,6 +12,9 @@ exact: a `1` against a symbol is a broadcast, a symbol against the same symbol i
 
 from __future__ import annotations
 
+import ast
+import math
+import operator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Union
 
@@ -158,3 +162,47 @@ def _collect_refs(values: list[Any], found: list[str]) -> None:
             _collect_refs(value["list"], found)
         elif isinstance(value, (list, tuple)):
             _collect_refs(list(value), found)
+
+
+DTYPE_BYTES = {
+    "float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2, "int8": 1,
+    "uint8": 1, "bool": 1,
+}  # fmt: skip
+
+
+def example_bytes(spec: TensorSpec, hints: dict[str, int]) -> int:
+    """Bytes of a tensor at the example sizes (`OpGraph.symbol_hints`); a dtype not in DTYPE_BYTES counts 8 a value."""
+    elements = math.prod(example_dim(dim, hints) for dim in spec.shape)
+    return elements * DTYPE_BYTES.get(spec.dtype, 8)
+
+
+def example_dim(dim: Dim, hints: dict[str, int]) -> int:
+    """A dimension at the example sizes: an int, a symbol, or a size expression export wrote (`2*s0`,
+    `((s1 - 1)//2) + 1`, `Max(1, s0)`); anything else counts as the largest example size."""
+    if isinstance(dim, int):
+        return dim
+    try:
+        return max(int(_evaluate(ast.parse(dim, mode="eval").body, hints)), 0)
+    except (SyntaxError, ValueError, KeyError, ZeroDivisionError):
+        return max(hints.values(), default=1)
+
+
+_OPERATORS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.truediv, ast.Mod: operator.mod,
+}  # fmt: skip
+_FUNCTIONS = {"Max": max, "Min": min, "floor": math.floor, "ceiling": math.ceil, "FloorDiv": operator.floordiv}
+
+
+def _evaluate(node: ast.AST, hints: dict[str, int]) -> float:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    if isinstance(node, ast.Name):
+        return hints[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_evaluate(node.left, hints), _evaluate(node.right, hints))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_evaluate(node.operand, hints)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
+        return _FUNCTIONS[node.func.id](*(_evaluate(argument, hints) for argument in node.args))
+    raise ValueError(f"not a size expression: {ast.dump(node)}")

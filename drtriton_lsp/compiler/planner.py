@@ -14,7 +14,7 @@ from drtriton_lsp.compiler.elementwise import is_mutating
 from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.forward_source import is_bookkeeping
 from drtriton_lsp.compiler.fusible import FUSIBLE_OPS, is_fusible
-from drtriton_lsp.compiler.graph import OpGraph, OpNode
+from drtriton_lsp.compiler.graph import OpGraph, OpNode, example_bytes
 from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.partition import Anchored, GroupStep, Pointwise, Role, group_inputs, group_outputs, partition_graph
 from drtriton_lsp.compiler.schedule import KeptOp
@@ -96,17 +96,27 @@ def live_readers(graph: OpGraph, roles: GraphRoles) -> dict[str, list[str]]:
     return {value: [reader for reader in readers if reader not in roles.dropped] for value, readers in graph.users().items()}
 
 
-# steps (kernels and kept ops) from which the default schedule replays the forward as a CUDA graph. On the H200 a
+# steps (kernels and kept ops) from which the default schedule may replay the forward as a CUDA graph. On the H200 a
 # Python-launched step costs ~75-100 us of host time and the guards 30-150 us, against 10-20 us for the replay and its
 # copies; written-back modules a call, plain -> replayed: a ResNet stage (10 steps) 0.91 -> 0.27 ms, an inverted
 # residual (6) 0.71 -> 0.69, a depthwise-separable block (4) 0.44 -> 0.35, a ResNet stem (3) 0.94 -> 0.97 (the input
 # and output copies cost more than the launches saved); benchmarks/results/host-graph-h200.json
 REPLAY_FROM_STEPS = 4
+# what `replays_by_default` weighs, fitted to the H200 runs above and to
+# benchmarks/results/bench-h200-memory-bound-2026-12-03.md: a written-back step's host time (launch and its share of
+# the guards), the rate at which the replay's copies move bytes (read plus written, the measured copy bandwidth), and
+# the rate the steps' own traffic ran at (their device time was 1.6-2.5x that traffic at the copy rate). Counting
+# steps alone, the replay took rotary_embedding's 4 steps from 0.26 to 0.57 ms (copying 539 MB of inputs and outputs
+# cost more than the launches, which the GPU's own work hid) and distillation_loss's 5 from 0.36 to 0.41 ms, while
+# it took squeeze_excitation's 6 from 0.70 to 0.25 ms; these constants keep the last and drop the first two
+HOST_SECONDS_PER_STEP = 100e-6
+COPY_BYTES_PER_SECOND = 4.2e12
+STEP_BYTES_PER_SECOND = COPY_BYTES_PER_SECOND / 2
 
 
 def default_schedule(graph: OpGraph) -> Schedule:
     """The compiler's schedule for `graph`: greedy fusion, each template's default parameters; replayed as a CUDA
-    graph from REPLAY_FROM_STEPS steps."""
+    graph where that pays (`replays_by_default`)."""
     roles = classify(graph)
     readers = live_readers(graph, roles)
     nodes = {node.name: node for node in graph.nodes}
@@ -135,18 +145,70 @@ def default_schedule(graph: OpGraph) -> Schedule:
     if computes_in_pytorch and kernels and all(moves_data_only(nodes, kernel.nodes) for kernel in kernels):
         # cat/stack/repeat kernels that would only copy what PyTorch computed: no value would come from Triton
         steps = [KeepLine(name) for step in steps for name in (step.nodes if isinstance(step, KernelLine) else (step.node,))]
-    return Schedule(tuple(steps), replay=replays_by_default(steps))
+    return Schedule(tuple(steps), replay=replays_by_default(steps, graph))
 
 
-def replays_by_default(steps: Sequence[KernelLine | KeepLine]) -> bool:
-    """Whether the forward of these steps replays as a CUDA graph when no script says (REPLAY_FROM_STEPS)."""
-    return len(steps) >= REPLAY_FROM_STEPS and any(isinstance(step, KernelLine) for step in steps)
+def replays_by_default(steps: Sequence[KernelLine | KeepLine], graph: OpGraph) -> bool:
+    """Whether the forward of these steps replays as a CUDA graph when no script says: from REPLAY_FROM_STEPS steps,
+    when the host time the replay saves exceeds what it adds (`replay_estimate`)."""
+    if len(steps) < REPLAY_FROM_STEPS or not any(isinstance(step, KernelLine) for step in steps):
+        return False
+    return replay_estimate(steps, graph).pays
 
 
-def with_default_replay(script: str) -> str:
-    """A script of steps alone (a model's answer) with the replay line the default schedule would give its steps."""
+@dataclass(frozen=True)
+class ReplayEstimate:
+    """A forward's times per call at the example sizes, as `replays_by_default` weighs them. A plain call takes about
+    the longer of host_s and device_s (the GPU's work hides the launches' host time); a replayed one, device_s plus
+    copy_s (the inputs copied into the graph's buffers and the outputs out, each copy reading and writing its bytes)."""
+
+    host_s: float
+    device_s: float
+    copy_s: float
+
+    @property
+    def pays(self) -> bool:
+        return self.host_s > self.device_s + self.copy_s
+
+
+def replay_estimate(steps: Sequence[KernelLine | KeepLine], graph: OpGraph) -> ReplayEstimate:
+    """The host, device and copy times of these steps' forward (see ReplayEstimate), from the bytes at example sizes."""
+    nodes = {node.name: node for node in graph.nodes}
+    readers = graph.users()
+    step_bytes = sum(_step_traffic(step, graph, nodes, readers) for step in steps)
+    copied_bytes = 2 * (_bytes_of(graph, _user_inputs(graph)) + _bytes_of(graph, _output_values(graph)))
+    return ReplayEstimate(
+        host_s=len(steps) * HOST_SECONDS_PER_STEP,
+        device_s=step_bytes / STEP_BYTES_PER_SECOND,
+        copy_s=copied_bytes / COPY_BYTES_PER_SECOND,
+    )
+
+
+def _step_traffic(step: KernelLine | KeepLine, graph: OpGraph, nodes: dict[str, OpNode], readers) -> int:
+    """Bytes one step reads from outside itself and writes for later steps or the caller, at the example sizes."""
+    members = step.nodes if isinstance(step, KernelLine) else (step.node,)
+    return _bytes_of(graph, group_inputs(nodes, members)) + _bytes_of(graph, group_outputs(readers, members))
+
+
+def _bytes_of(graph: OpGraph, values: Sequence[str]) -> int:
+    specs = [graph.spec_of(value) for value in values]
+    return sum(example_bytes(spec, graph.symbol_hints) for spec in specs if spec is not None)
+
+
+def _user_inputs(graph: OpGraph) -> list[str]:
+    return [graph_input.name for graph_input in graph.inputs if graph_input.kind == "user_input"]
+
+
+def _output_values(graph: OpGraph) -> list[str]:
+    refs = [output["ref"] for output in graph.outputs if isinstance(output, dict) and "ref" in output]
+    return list(dict.fromkeys(refs))
+
+
+def with_default_replay(script: str, graph: OpGraph) -> str:
+    """A script of steps alone (a model's answer for `graph`) with the replay line the default schedule would give
+    its steps."""
     schedule = parse_schedule(script)
-    return print_schedule(Schedule(schedule.steps, schedule.replay or replays_by_default(schedule.steps)))
+    return print_schedule(Schedule(schedule.steps, schedule.replay or replays_by_default(schedule.steps, graph)))
 
 
 def moves_data_only(nodes: dict[str, OpNode], members: tuple[str, ...]) -> bool:

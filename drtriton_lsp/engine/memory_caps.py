@@ -9,19 +9,11 @@ stopped): `JobLimits.memory_cap` in runners/runner.py, computed where the worker
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import math
-import operator
-from typing import Any
 
-from drtriton_lsp.compiler.graph import OpGraph, TensorSpec
+from drtriton_lsp.compiler.graph import OpGraph, example_bytes
 from drtriton_lsp.runners.runner import JobLimits
 
-DTYPE_BYTES = {
-    "float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2, "int8": 1,
-    "uint8": 1, "bool": 1,
-}  # fmt: skip
 # torch, the CUDA context and Triton in the judge's and the candidate's processes, before any tensor of the task
 RUNTIME_BYTES = 4 * 1024**3
 # copies of the task's tensors a verification holds at once, at most: the inputs in the judge and in the candidate's
@@ -43,7 +35,7 @@ def task_bytes(graph: OpGraph) -> int:
             spec = graph.spec_of(output["ref"])
             if spec is not None:
                 specs.append(spec)
-    return sum(_spec_bytes(spec, graph.symbol_hints) for spec in specs)
+    return sum(example_bytes(spec, graph.symbol_hints) for spec in specs)
 
 
 def task_memory_cap(graph: OpGraph) -> int:
@@ -57,40 +49,3 @@ def with_task_memory_caps(limits: JobLimits, graph: OpGraph) -> JobLimits:
     if limits.memory_bytes is not None:
         return limits
     return dataclasses.replace(limits, memory_bytes=task_memory_cap(graph))
-
-
-def _spec_bytes(spec: TensorSpec, hints: dict[str, int]) -> int:
-    elements = math.prod(_example_size(dim, hints) for dim in spec.shape)
-    return elements * DTYPE_BYTES.get(spec.dtype, 8)
-
-
-def _example_size(dim: Any, hints: dict[str, int]) -> int:
-    """A dimension at the example sizes: an int, a symbol, or a size expression export wrote (`2*s0`,
-    `((s1 - 1)//2) + 1`, `Max(1, s0)`); anything else counts as the largest example size."""
-    if isinstance(dim, int):
-        return dim
-    try:
-        return max(int(_evaluate(ast.parse(dim, mode="eval").body, hints)), 0)
-    except (SyntaxError, ValueError, KeyError, ZeroDivisionError):
-        return max(hints.values(), default=1)
-
-
-_OPERATORS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-    ast.Div: operator.truediv, ast.Mod: operator.mod,
-}  # fmt: skip
-_FUNCTIONS = {"Max": max, "Min": min, "floor": math.floor, "ceiling": math.ceil, "FloorDiv": operator.floordiv}
-
-
-def _evaluate(node: ast.AST, hints: dict[str, int]) -> float:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-        return node.value
-    if isinstance(node, ast.Name):
-        return hints[node.id]
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-        return _OPERATORS[type(node.op)](_evaluate(node.left, hints), _evaluate(node.right, hints))
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_evaluate(node.operand, hints)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
-        return _FUNCTIONS[node.func.id](*(_evaluate(argument, hints) for argument in node.args))
-    raise ValueError(f"not a size expression: {ast.dump(node)}")

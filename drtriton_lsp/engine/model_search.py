@@ -146,7 +146,7 @@ class CandidateBuilder:
         try:
             program = compile_graph(
                 self.graph, prefix=self.prefix, forward_params=self.forward_params, has_self=True,
-                schedule=with_default_replay(script.script),
+                schedule=with_default_replay(script.script, self.graph),
             )
         except DrtritonError as error:
             return ModelCandidate(origin, script.script, reason=f"invalid script: {error.message}")

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -235,11 +236,28 @@ def test_the_default_schedule_replays_a_forward_of_many_steps(layers, replayed):
     assert print_schedule(schedule).endswith("replay cuda_graph\n") == replayed
 
 
+def test_the_default_does_not_replay_where_copying_inputs_and_outputs_costs_more_than_the_launches():
+    """The replay copies the inputs in and the outputs out: at a batch of 4 M rows (134 MB a tensor) those copies and
+    the steps' own traffic outlast four launches' host time, so the same four steps run plainly."""
+    from drtriton_lsp.compiler.planner import COPY_BYTES_PER_SECOND, default_schedule, replay_estimate
+
+    graph = capture_graph(LinearStack(4).eval(), (torch.randn(3, 8),))
+    (batch,) = graph.symbol_hints
+    for rows, replayed in ((3, True), (2**18, True), (2**22, False)):
+        sized = dataclasses.replace(graph, symbol_hints={batch: rows})
+        schedule = default_schedule(sized)
+        assert schedule.replay == replayed, rows
+        # the copies: x in and the result out, float32 [rows, 8] each, every byte read and written
+        copied = 2 * 2 * rows * 8 * 4
+        assert replay_estimate(schedule.steps, sized).copy_s == pytest.approx(copied / COPY_BYTES_PER_SECOND)
+
+
 def test_a_model_written_script_of_steps_gets_the_replay_line_the_default_would():
     from drtriton_lsp.compiler.planner import default_schedule, with_default_replay
 
     for layers in (3, 4):
-        schedule = default_schedule(capture_graph(LinearStack(layers).eval(), (torch.randn(3, 8),)))
+        graph = capture_graph(LinearStack(layers).eval(), (torch.randn(3, 8),))
+        schedule = default_schedule(graph)
         steps_only = print_schedule(Schedule(schedule.steps))
-        assert with_default_replay(steps_only) == print_schedule(schedule)
-    assert with_default_replay("keep add\nreplay cuda_graph\n") == "keep add\nreplay cuda_graph\n"
+        assert with_default_replay(steps_only, graph) == print_schedule(schedule)
+    assert with_default_replay("keep add\nreplay cuda_graph\n", graph) == "keep add\nreplay cuda_graph\n"

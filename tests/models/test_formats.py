@@ -36,7 +36,7 @@ def test_the_compilers_script_round_trips_through_completion_and_parser(graph):
     completion = formats.script_completion(script)
     answer = formats.parse_script_answer(completion, graph)
     assert answer.valid and "replay" not in completion
-    assert with_default_replay(answer.script) == script
+    assert with_default_replay(answer.script, graph) == script
 
 
 def test_the_prompt_names_every_op_the_script_schedules_with_its_aten_call_and_result():

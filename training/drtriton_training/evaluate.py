@@ -304,7 +304,7 @@ def module_of(completion: str, capture, kind: str) -> tuple[str | None, str]:
     # as the product takes a model's script: replayed as CUDA graphs by default from enough steps
     program = compile_graph(
         capture.graph, prefix="model", forward_params=capture.forward_params, has_self=True,
-        schedule=with_default_replay(answer.script),
+        schedule=with_default_replay(answer.script, capture.graph),
     )
     if not program.kernels:
         return None, NO_KERNEL
