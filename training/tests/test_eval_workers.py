@@ -125,18 +125,18 @@ def test_an_rl_runs_validation_split_is_judged_side_by_side_in_order_from_its_ca
         answers[program.prompt] = formats.script_completion(default.schedule)
     sampler = PromptSampler(answers)
     verifying, most_verifying, lock = [0], [0], threading.Lock()
-    second_judged = threading.Event()
+    # each program's verification ends only once the other's has begun, whichever thread gets there first (or after
+    # a timeout when the two are judged one after the other, which the overlap count below then shows)
+    both_judging = threading.Barrier(2, timeout=30)
 
     def verify(capture, module, options, runner, tf32=False, then=None):
         with lock:
             verifying[0] += 1
             most_verifying[0] = max(most_verifying[0], verifying[0])
-        if capture.task.source == programs[0].source:
-            # the first program's verification ends only after the second's (or after a timeout when the two are
-            # judged one after the other, which the overlap count below then shows): its record still comes first
-            second_judged.wait(timeout=30)
-        else:
-            second_judged.set()
+        try:
+            both_judging.wait()
+        except threading.BrokenBarrierError:
+            pass
         with lock:
             verifying[0] -= 1
         return Verdict(verified=True, reason=None, detail="")
