@@ -82,11 +82,7 @@ def graph_work(graph: OpGraph) -> GraphWork:
 def minimum_bytes(graph: OpGraph) -> int | None:
     """Bytes of every tensor input (parameters and buffers too) read once, and of every output written once."""
     specs = [graph_input.spec for graph_input in graph.inputs if graph_input.spec is not None]
-    output_names = []
-    for output in graph.outputs:
-        if isinstance(output, dict) and "ref" in output and output["ref"] not in output_names:
-            output_names.append(output["ref"])
-    specs += [graph.spec_of(name) for name in output_names]
+    specs += [graph.spec_of(name) for name in graph.output_values()]
     sizes = [tensor_bytes(graph, spec) for spec in specs if spec is not None]
     return None if any(size is None for size in sizes) else sum(sizes)
 

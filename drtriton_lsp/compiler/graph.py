@@ -141,6 +141,12 @@ class OpGraph:
                 return node.spec if len(node.outputs) == 1 else None
         raise KeyError(name)
 
+    def output_values(self) -> list[str]:
+        """The graph values the forward returns (inside returned lists too), each once, in return order."""
+        refs: list[str] = []
+        _collect_refs(self.outputs, refs)
+        return list(dict.fromkeys(refs))
+
     def users(self) -> dict[str, list[str]]:
         """For each value name, the names of the ops that read it (graph outputs as "<output>")."""
         readers: dict[str, list[str]] = {}

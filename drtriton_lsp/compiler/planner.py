@@ -176,7 +176,7 @@ def replay_estimate(steps: Sequence[KernelLine | KeepLine], graph: OpGraph) -> R
     nodes = {node.name: node for node in graph.nodes}
     readers = graph.users()
     step_bytes = sum(_step_traffic(step, graph, nodes, readers) for step in steps)
-    copied_bytes = 2 * (_bytes_of(graph, _user_inputs(graph)) + _bytes_of(graph, _output_values(graph)))
+    copied_bytes = 2 * (_bytes_of(graph, _user_inputs(graph)) + _bytes_of(graph, graph.output_values()))
     return ReplayEstimate(
         host_s=len(steps) * HOST_SECONDS_PER_STEP,
         device_s=step_bytes / STEP_BYTES_PER_SECOND,
@@ -197,11 +197,6 @@ def _bytes_of(graph: OpGraph, values: Sequence[str]) -> int:
 
 def _user_inputs(graph: OpGraph) -> list[str]:
     return [graph_input.name for graph_input in graph.inputs if graph_input.kind == "user_input"]
-
-
-def _output_values(graph: OpGraph) -> list[str]:
-    refs = [output["ref"] for output in graph.outputs if isinstance(output, dict) and "ref" in output]
-    return list(dict.fromkeys(refs))
 
 
 def with_default_replay(script: str, graph: OpGraph) -> str:
@@ -338,19 +333,9 @@ def lower_schedule(graph: OpGraph, schedule: Schedule, prefix: str, module_scope
         )
         program.append(plan)
         available.update(members)
-    output_refs: list[str] = []
-    _collect_output_refs(graph.outputs, output_refs)
-    for ref in output_refs:
+    for ref in graph.output_values():
         require(ref, len(schedule.steps) + 1, "the graph's return")
     return program
-
-
-def _collect_output_refs(values, found: list[str]) -> None:
-    for value in values:
-        if isinstance(value, dict) and "ref" in value:
-            found.append(value["ref"])
-        elif isinstance(value, dict) and "list" in value:
-            _collect_output_refs(value["list"], found)
 
 
 def _computes_something(name: str, readers: dict[str, list[str]], roles: GraphRoles) -> bool:

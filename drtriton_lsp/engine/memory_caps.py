@@ -30,11 +30,7 @@ FLOOR_BYTES = 8 * 1024**3
 def task_bytes(graph: OpGraph) -> int:
     """Bytes of the graph's inputs (user inputs, parameters, buffers) and outputs at the example sizes."""
     specs = [graph_input.spec for graph_input in graph.inputs if graph_input.spec is not None]
-    for output in graph.outputs:
-        if isinstance(output, dict) and "ref" in output:
-            spec = graph.spec_of(output["ref"])
-            if spec is not None:
-                specs.append(spec)
+    specs += [spec for spec in map(graph.spec_of, graph.output_values()) if spec is not None]
     return sum(example_bytes(spec, graph.symbol_hints) for spec in specs)
 
 
