@@ -1,8 +1,9 @@
 """Per-kernel device times of written-back modules against eager PyTorch, from a `drtriton bench` results.json
 (a profile, not a guess, of which kernel loses): `python benchmarks/kernel_profile.py --results R --problems D --out O`.
 
-For each problem whose report carries a written-back module (kernel.source), runs eager and ours under torch.profiler
-and writes the kernels' names, launches and device microseconds per call to OUT/profile.md and OUT/profile.json.
+For each problem whose report carries a written-back module (kernel.source), runs eager, torch.compile (default mode)
+and ours under torch.profiler and writes the kernels' names, launches and device microseconds per call to
+OUT/profile.md and OUT/profile.json.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ def profile_problem(report: dict, problems: Path, scratch: Path) -> dict:
         "schedule": report["kernel"].get("schedule"),
         "max_abs_error": error,
         "eager": kernel_table(eager_model, inputs),
+        "compile": kernel_table(torch.compile(eager_model), inputs),
         "ours": kernel_table(our_model, our_inputs),
     }
 
@@ -99,8 +101,10 @@ def markdown(results: list[dict]) -> str:
             continue
         lines += ["", "```", (result["schedule"] or "").rstrip(), "```", "",
                   f"max abs error vs eager: {result['max_abs_error']:.3g}", ""]
-        for side in ("eager", "ours"):
-            table = result[side]
+        for side in ("eager", "compile", "ours"):
+            table = result.get(side)
+            if table is None:  # profiles recorded before the compile column
+                continue
             lines += [f"{side}: {table['total_us']:.1f} us of device time per call", "",
                       "| kernel | launches | us |", "|---|---|---|"]
             lines += [f"| `{row['kernel'][:110]}` | {row['launches_per_call']:g} | {row['us_per_call']:.1f} |"

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from drtriton_lsp.compiler.aten_schemas import schema_of
@@ -14,6 +14,7 @@ from drtriton_lsp.compiler.elementwise import is_mutating
 from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.forward_source import is_bookkeeping
 from drtriton_lsp.compiler.fusible import FUSIBLE_OPS, is_fusible
+from drtriton_lsp.compiler.gather import GATHER_OPS, GATHERING_TEMPLATES, gather_members, gathers_in_kernel
 from drtriton_lsp.compiler.graph import OpGraph, OpNode, example_bytes
 from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.partition import Anchored, GroupStep, Pointwise, Role, group_inputs, group_outputs, partition_graph
@@ -61,6 +62,9 @@ def classify(graph: OpGraph) -> GraphRoles:
         if is_bookkeeping(node.op):
             implied.add(node.name)
         elif is_fusible(node, graph, graph_mutates=mutates):
+            roles[node.name] = Pointwise(tuple(node.spec.shape))
+        elif gathers_in_kernel(node, graph, {name for name, role in roles.items() if role is not None}):
+            # an embedding lookup fuses like an elementwise op of its output's shape: the kernel gathers the rows
             roles[node.name] = Pointwise(tuple(node.spec.shape))
         elif not mutates and _is_view(node):
             # with in-place ops in the graph a view's position matters, so it is then kept in order
@@ -132,6 +136,14 @@ def default_schedule(graph: OpGraph) -> Schedule:
         if not isinstance(step, GroupStep):
             steps.append(KeepLine(step.node))
             continue
+        kept_lookups = _lookups_kept_from(nodes, readers, step)
+        if kept_lookups:
+            # their inputs are never computed by a kernel (`gathers_in_kernel`), so they can run first
+            steps.extend(KeepLine(lookup) for lookup in kept_lookups)
+            members = tuple(member for member in step.members if member not in kept_lookups)
+            if not members:
+                continue
+            step = replace(step, members=members)
         if not group_outputs(readers, step.members):
             continue  # nothing reads these values, so there is nothing to compute
         if step.template == POINTWISE.name and moves_data_only(nodes, step.members):
@@ -208,13 +220,34 @@ def with_default_replay(script: str, graph: OpGraph) -> str:
 
 def moves_data_only(nodes: dict[str, OpNode], members: tuple[str, ...]) -> bool:
     """Whether a kernel of these ops would only move data: copies and casts (the `copies` ops of the elementwise
-    table), and cat, stack or repeat (the copy template's ops) with nothing but such ops after them."""
+    table), cat, stack or repeat (the copy template's ops) and embedding lookups, with nothing but such ops after
+    them."""
     for member in members:
         op = nodes[member].op
         entry = FUSIBLE_OPS.get(op)
-        if not (entry is not None and entry.copies) and op not in COPY_OPS:
+        if not (entry is not None and entry.copies) and op not in COPY_OPS and op not in GATHER_OPS:
             return False
     return True
+
+
+def _lookups_kept_from(nodes: dict[str, OpNode], readers: dict[str, list[str]], step: GroupStep) -> tuple[str, ...]:
+    """The embedding lookups of a fused group that stay PyTorch calls: all of them in a template that does not
+    gather, and those whose rows something outside the kernel reads (a gather is never stored)."""
+    lookups = gather_members(nodes, step.members)
+    if step.template not in GATHERING_TEMPLATES:
+        return lookups
+    return tuple(lookup for lookup in lookups if lookup in group_outputs(readers, step.members))
+
+
+def _lookup_problem(nodes: dict[str, OpNode], readers: dict[str, list[str]], template: str, members) -> str:
+    """Why a kernel line cannot gather its embedding lookups ("" when it can, or has none)."""
+    lookups = gather_members(nodes, members)
+    if lookups and template not in GATHERING_TEMPLATES:
+        return f"{lookups[0]} (an embedding lookup) is gathered only by {' and '.join(GATHERING_TEMPLATES)} kernels"
+    stored = [lookup for lookup in lookups if lookup in group_outputs(readers, members)]
+    if stored:
+        return f"{stored[0]} (an embedding lookup) is read outside the kernel, and a gathered value is never stored"
+    return ""
 
 
 def default_kernel_line(
@@ -365,6 +398,9 @@ def _plan(graph, nodes, roles, readers, template_name, members, params, prefix, 
         return ScheduleError(f"line {number}: kernel {template_name}: {problem}", hint)
 
     anchors = [member for member in members if not isinstance(roles.roles[member], Pointwise)]
+    problem = _lookup_problem(nodes, readers, template_name, members)
+    if problem:
+        raise fail(problem, "keep the lookup in PyTorch")
     if template_name == POINTWISE.name:
         if anchors:
             raise fail(f"{anchors[0]} ({nodes[anchors[0]].op}) is not elementwise", "keep it, or use its template")

@@ -154,21 +154,23 @@ def _shape_text(shape: Iterable[Any]) -> str:
 
 def kernel_templates(graph: OpGraph, ops: Sequence[str]) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
     """Per op, the templates whose kernel may hold it and the template it anchors, as the compiler's planner decides:
-    an elementwise op goes in any kernel; an anchored op in its own template's kernel (a reduction also in a row
-    kernel where it folds a row's trailing dims, or folded at the end of a template that reduces its output); an op
-    no template computes is kept."""
+    an elementwise op goes in any kernel, an embedding lookup in a kernel that gathers; an anchored op in its own
+    template's kernel (a reduction also in a row kernel where it folds a row's trailing dims, or folded at the end of
+    a template that reduces its output); an op no template computes is kept."""
+    from drtriton_lsp.compiler.gather import GATHER_OPS, GATHERING_TEMPLATES
     from drtriton_lsp.compiler.partition import Anchored, Pointwise
     from drtriton_lsp.compiler.planner import classify
     from drtriton_lsp.compiler.templates import TEMPLATES
     from drtriton_lsp.compiler.templates.row import RowGroupError, row_group
 
     roles = classify(graph).roles
+    op_of = {node.name: node.op for node in graph.nodes}
     folding = [name for name, template in TEMPLATES.items() if template.reduces_output]
     templates, anchors = [], []
     for op in ops:
         role = roles.get(op)
         if isinstance(role, Pointwise):
-            templates.append(tuple(TEMPLATES))
+            templates.append(GATHERING_TEMPLATES if op_of[op] in GATHER_OPS else tuple(TEMPLATES))
             anchors.append("")
         elif isinstance(role, Anchored):
             extra = [name for name in folding if not _fold_problem(graph, name, op)] if role.template == REDUCE_TEMPLATE else []

@@ -17,6 +17,7 @@ from drtriton_lsp.compiler.elementwise import (
     bind_arguments,
     is_finite_number,
 )
+from drtriton_lsp.compiler.gather import gather_members
 from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.compiler.templates.base import (
     AnchorShape,
@@ -295,11 +296,12 @@ def _is_tensor(graph: OpGraph, value: str) -> bool:
     return spec is not None and spec.dtype in READABLE_DTYPES
 
 
-def _external_reads(graph: OpGraph, members: Sequence[str], computed: set[str]) -> list[str]:
-    """Values `members` read that the kernel does not compute, in order of first use."""
-    nodes = {node.name: node for node in graph.nodes}
+def _external_reads(nodes: dict[str, OpNode], members: Sequence[str], computed: set[str]) -> list[str]:
+    """Values `members` read that the kernel does not compute (`computed`), in order of first use."""
     reads: list[str] = []
     for member in members:
+        if member not in computed:
+            continue
         for ref in nodes[member].input_refs():
             if ref not in computed and ref not in reads:
                 reads.append(ref)
@@ -458,17 +460,27 @@ class NormalizeKernel:
         for fixed in KERNEL_NAMES:
             scope.fresh(fixed)
         graph = self.graph
-        computed = set(plan.nodes)
+        nodes = {node.name: node for node in graph.nodes}
+        lookups = gather_members(nodes, plan.nodes)
         self.variables: dict[str, str] = {}
-        input_values = _external_reads(graph, plan.prologue, computed) if plan.prologue else [normalization.source]
+        # what the kernel computes; an embedding lookup's value is read (gathered), not computed
+        computed = set(plan.nodes) - set(lookups)
+        input_values = (
+            _external_reads(nodes, plan.prologue, computed) if plan.prologue else [normalization.source]
+        ) + [lookup for lookup in lookups if lookup in plan.prologue]
+        input_values = list(dict.fromkeys(input_values))
         output_values: list[str] = []
         trailing_weights = [] if normalization.per_channel else [normalization.weight, normalization.bias]
-        for value in trailing_weights + _external_reads(graph, plan.epilogue, computed):
+        for value in trailing_weights + _external_reads(nodes, plan.epilogue, computed):
             if value is not None and value not in input_values and value not in output_values:
                 output_values.append(value)
         domain = normalization.domain
-        self.input_reads = DomainReads(graph, domain, input_values, scope, self.variables, flat_fast_path=True)
-        self.output_reads = DomainReads(graph, domain, output_values, scope, self.variables, flat_fast_path=True)
+        self.input_reads = DomainReads(
+            graph, domain, input_values, scope, self.variables, flat_fast_path=True, gathered=lookups
+        )
+        self.output_reads = DomainReads(
+            graph, domain, output_values, scope, self.variables, flat_fast_path=True, gathered=lookups
+        )
         self.channels = normalization.channel_values()
         self.channel_variables = {role: scope.fresh(f"channel_{role}") for role in self.channels}
         self.channel_pointers = {role: scope.fresh(f"channel_{role}_ptr") for role in self.channels}
@@ -833,9 +845,9 @@ class NormalizeKernel:
         names = ("domain_shape", "row_length", "n_rows", "inner_size", "ROWS", "BLOCK", "grid")
         domain_shape, row_length, n_rows, inner_size, rows, block, grid = (scope.fresh(name) for name in names)
         sizes = _SizeExpressions(norm, domain_shape)
-        input_values = [read.value for read in self.input_reads.reads]
-        full_shape = [value for value in input_values if tuple(graph.spec_of(value).shape) == norm.domain]
-        device = f"{tensors[input_values[0]]}.device"
+        input_reads = self.input_reads.reads
+        full_shape = [read for read in input_reads if tuple(read.spec.shape) == norm.domain]
+        device = f"{self.input_reads.pointer_arguments(tensors)[0]}.device"
 
         returned = ", ".join(outputs.values())
         lines = [
@@ -852,9 +864,9 @@ class NormalizeKernel:
                 f"{INDENT * 2}return {channels_last_wrapper}({', '.join(parameters.values())})",
             ]
         if full_shape:
-            lines.append(f"{INDENT}{domain_shape} = {tensors[full_shape[0]]}.shape")
+            lines.append(f"{INDENT}{domain_shape} = {self.input_reads.shape_of(full_shape[0], tensors)}")
         else:
-            shapes = ", ".join(f"{tensors[value]}.shape" for value in input_values)
+            shapes = ", ".join(self.input_reads.shape_of(read, tensors) for read in input_reads)
             lines.append(f"{INDENT}{domain_shape} = torch.broadcast_shapes({shapes})")
         for value, variable in outputs.items():
             dtype = graph.spec_of(value).dtype
@@ -888,7 +900,8 @@ class NormalizeKernel:
         if self.uses_channels_per_group:
             size_arguments.append(sizes.virtual(2))
         arguments = (
-            [tensors[read.value] for reads in (self.input_reads, self.output_reads) for read in reads.reads]
+            self.input_reads.pointer_arguments(tensors)
+            + self.output_reads.pointer_arguments(tensors)
             + [tensors[value] for value in self.channels.values()]
             + list(outputs.values())
             + size_arguments

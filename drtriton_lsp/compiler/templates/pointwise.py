@@ -17,6 +17,7 @@ from drtriton_lsp.compiler.elementwise import (
     bind_arguments,
 )
 from drtriton_lsp.compiler.fusible import FUSIBLE_OPS
+from drtriton_lsp.compiler.gather import GATHER_OPS, gather_members, lookup_operands, reads_of
 from drtriton_lsp.compiler.graph import Dim, OpGraph, TensorSpec
 from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.templates.base import KernelPlan, RenderContext, Template, power_of_two
@@ -34,6 +35,25 @@ class DomainRead:
     pointer: str
     strides: dict[int, str]  # domain dim -> stride parameter, for dims the value varies along
     contiguous_flag: str | None  # set when the value may be a contiguous tensor of the domain's shape
+    lookup: "TableLookup | None" = None  # set when the value is an embedding lookup, gathered as it is read
+
+
+@dataclass(frozen=True)
+class TableLookup:
+    """A value read as rows of `table` gathered at `indices` (an embedding lookup), never stored.
+
+    `DomainRead.pointer` is the indices' pointer and `DomainRead.strides` their strides (the dims they vary along),
+    plus the table's column stride on the domain's last dim; the row stride and row count come as scalars.
+    """
+
+    table: str
+    indices: str
+    table_pointer: str
+    row_stride: str
+    row_count: str
+    column_dim: int | None  # the domain dim the table's columns run along (None: a table of one column)
+    row: str
+    in_range: str
 
 
 class DomainReads:
@@ -42,6 +62,8 @@ class DomainReads:
     A value of lower rank aligns with the domain's trailing dims; size-1 dims broadcast (no stride
     parameter, index ignored). `flat_fast_path`: the kernel also has flat offsets into a contiguous
     domain, so a contiguous full-shape value can be read at those offsets instead of through strides.
+    `gathered`: the kernel's embedding lookups (`compiler.gather`); a value they compute is read as a gather of its
+    table's rows at its indices.
     """
 
     def __init__(
@@ -53,16 +75,21 @@ class DomainReads:
         variables: dict[str, str],
         *,
         flat_fast_path: bool,
+        gathered: Collection[str] = (),
     ):
         self.domain = domain
         varying_dims = [dim for dim, size in enumerate(domain) if size != 1]
+        nodes = {node.name: node for node in graph.nodes if node.name in gathered}
         self.reads: list[DomainRead] = []
         for value in values:
             spec = graph.spec_of(value)
             variables[value] = scope.fresh(value)
-            pointer = scope.fresh(f"{variables[value]}_ptr")
             offset = len(domain) - spec.rank
             dims = [dim for dim in varying_dims if dim >= offset and spec.shape[dim - offset] != 1]
+            if value in nodes:
+                self.reads.append(_lookup_read(nodes[value], spec, variables[value], dims, len(domain), scope))
+                continue
+            pointer = scope.fresh(f"{variables[value]}_ptr")
             strides = {dim: scope.fresh(f"{variables[value]}_stride{dim}") for dim in dims}
             full_shape = flat_fast_path and dims and spec.shape == domain
             flag = scope.fresh(f"{variables[value]}_is_contiguous".upper()) if full_shape else None
@@ -74,10 +101,24 @@ class DomainReads:
         return sorted({dim for read in self.reads for dim in read.strides})
 
     def pointer_parameters(self) -> list[str]:
-        return [read.pointer for read in self.reads]
+        return [pointer for read in self.reads for pointer in _pointers(read)]
+
+    def pointer_arguments(self, tensors: dict[str, str]) -> list[str]:
+        """The wrapper's tensors for `pointer_parameters`, in their order (tensors: graph value -> wrapper variable)."""
+        return [tensors[value] for read in self.reads for value in _pointer_values(read)]
 
     def stride_parameters(self) -> list[str]:
-        return [stride for read in self.reads for stride in read.strides.values()]
+        return [
+            parameter
+            for read in self.reads
+            for parameter in [*read.strides.values(), *((read.lookup.row_stride, read.lookup.row_count) if read.lookup else ())]
+        ]
+
+    def shape_of(self, read: DomainRead, tensors: dict[str, str]) -> str:
+        """An expression for the shape of `read`'s value at run time, in the wrapper."""
+        if read.lookup is None:
+            return f"{tensors[read.value]}.shape"
+        return f"({tensors[read.lookup.indices]}.shape + {tensors[read.lookup.table]}.shape[1:])"
 
     def flag_parameters(self) -> list[str]:
         return [f"{read.contiguous_flag}: tl.constexpr" for read in self.reads if read.contiguous_flag]
@@ -102,6 +143,9 @@ class DomainReads:
             dtype = read.spec.dtype
             # compute in float32; bool tensors stay int1 so they can serve as conditions
             convert = "" if dtype in ("float32", "bool") else ".to(tl.float32)"
+            if read.lookup is not None:
+                lines += _lookup_lines(read, index_of_dim, mask, convert)
+                continue
             if not read.strides:
                 lines += [
                     f"# {read.variable} holds one element, the same for the whole domain",
@@ -140,6 +184,11 @@ class DomainReads:
         lines: list[str] = []
         stride_arguments: list[str] = []
         for read in self.reads:
+            if read.lookup is not None:
+                lookup_lines, lookup_arguments = _lookup_arguments(read, tensors, domain_shape, scope)
+                lines += lookup_lines
+                stride_arguments += lookup_arguments
+                continue
             if not read.strides:
                 continue
             tensor = tensors[read.value]
@@ -156,6 +205,70 @@ class DomainReads:
             if read.contiguous_flag
         ]
         return lines, stride_arguments, flags
+
+
+def _lookup_read(node, spec: TensorSpec, variable: str, dims: list[int], rank: int, scope: NameScope) -> DomainRead:
+    """The read of an embedding lookup's value: its indices along every dim but the last, its table's row at each."""
+    table, indices = lookup_operands(node)
+    column_dim = rank - 1 if rank - 1 in dims else None
+    strides = {dim: scope.fresh(f"{variable}_index_stride{dim}") for dim in dims if dim != column_dim}
+    if column_dim is not None:
+        strides[column_dim] = scope.fresh(f"{variable}_column_stride")
+    lookup = TableLookup(
+        table=table,
+        indices=indices,
+        table_pointer=scope.fresh(f"{variable}_table_ptr"),
+        row_stride=scope.fresh(f"{variable}_row_stride"),
+        row_count=scope.fresh(f"{variable}_row_count"),
+        column_dim=column_dim,
+        row=scope.fresh(f"{variable}_row"),
+        in_range=scope.fresh(f"{variable}_in_range"),
+    )
+    return DomainRead(node.name, spec, variable, scope.fresh(f"{variable}_indices_ptr"), strides, None, lookup)
+
+
+def _pointers(read: DomainRead) -> list[str]:
+    return [read.pointer, read.lookup.table_pointer] if read.lookup else [read.pointer]
+
+
+def _pointer_values(read: DomainRead) -> list[str]:
+    return [read.lookup.indices, read.lookup.table] if read.lookup else [read.value]
+
+
+def _lookup_lines(read: DomainRead, index_of_dim: dict[int, str], mask: str | None, convert: str) -> list[str]:
+    """Statements gathering an embedding lookup's value: each element's row index, then the table at that row.
+
+    An index outside the table reads 0 where PyTorch raises (an invalid input either way): never memory outside it.
+    """
+    lookup = read.lookup
+    index_terms = [f"{index_of_dim[dim]} * {stride}" for dim, stride in read.strides.items() if dim != lookup.column_dim]
+    masked = f", mask={mask}" if mask else ""
+    row_source = f"{read.pointer} + {' + '.join(index_terms)}" if index_terms else read.pointer
+    row_offset = f"{lookup.row}.to(tl.int64) * {lookup.row_stride}"
+    if lookup.column_dim is not None:
+        row_offset += f" + {index_of_dim[lookup.column_dim]} * {read.strides[lookup.column_dim]}"
+    in_range = f"({lookup.row} >= 0) & ({lookup.row} < {lookup.row_count})"
+    gather_mask = f"{mask} & {lookup.in_range}" if mask else lookup.in_range
+    return [
+        f"# {read.variable}: rows of {lookup.table} gathered at {lookup.indices} (an embedding lookup, never stored)",
+        f"{lookup.row} = tl.load({row_source}{masked})",
+        f"{lookup.in_range} = {in_range}",
+        f"{read.variable} = tl.load({lookup.table_pointer} + {row_offset}, mask={gather_mask}, other=0.0){convert}",
+    ]
+
+
+def _lookup_arguments(read: DomainRead, tensors: dict[str, str], domain_shape: str, scope: NameScope):
+    """(statements, arguments) giving an embedding lookup's strides, row stride and row count, in the order of
+    `DomainReads.stride_parameters`."""
+    lookup = read.lookup
+    table, indices = tensors[lookup.table], tensors[lookup.indices]
+    strides = scope.fresh(f"{indices}_strides")
+    # the indices with a trailing dim of 1 broadcast like the looked-up value (its last dim gets stride 0)
+    lines = [f"{strides} = {indices}[..., None].expand({domain_shape}).stride()"]
+    arguments = [
+        f"{table}.stride(1)" if dim == lookup.column_dim else f"{strides}[{dim}]" for dim in read.strides
+    ]
+    return lines, arguments + [f"{table}.stride(0)", f"{table}.shape[0]"]
 
 
 def flat_index_lines(
@@ -234,6 +347,8 @@ def elementwise_lines(
     the kernel), is rounded to its dtype first, as PyTorch does.
     """
     nodes = {node.name: node for node in graph.nodes}
+    # an embedding lookup is not computed: its value is gathered where the kernel reads it (DomainReads)
+    members = [member for member in members if nodes[member].op not in GATHER_OPS]
     for member in members:
         variables[member] = scope.fresh(member)
     member_set = set(members)
@@ -308,7 +423,11 @@ class PointwiseTemplate(Template):
         for fixed in ("pid", "offsets", "flat", "mask", "numel", "BLOCK", "CHANNELS_LAST", "INT32_INDICES"):
             scope.fresh(fixed)
         variables: dict[str, str] = {}
-        reads = DomainReads(graph, domain, plan.inputs, scope, variables, flat_fast_path=True)
+        nodes = {node.name: node for node in graph.nodes}
+        lookups = gather_members(nodes, plan.nodes)
+        reads = DomainReads(
+            graph, domain, reads_of(nodes, plan.nodes), scope, variables, flat_fast_path=True, gathered=lookups
+        )
         compute = elementwise_lines(graph, plan.nodes, variables, scope, context.helpers)
         output_pointers = {value: scope.fresh(f"{variables[value]}_ptr") for value in plan.outputs}
         follows_layout = follows_channels_last(domain, reads)
@@ -419,6 +538,7 @@ class PointwiseTemplate(Template):
             scope.fresh(name) for name in ("domain_shape", "numel", "BLOCK", "grid", "layout")
         )
         full_shape = [read for read in reads.reads if read.spec.shape == plan.domain]
+        stored_full_shape = [read for read in full_shape if read.lookup is None]
         device = f"{tensors[plan.inputs[0]]}.device"
 
         returned = ", ".join(outputs.values())
@@ -427,13 +547,13 @@ class PointwiseTemplate(Template):
             f'{INDENT}"""Computes {", ".join(plan.nodes)} in one launch of {plan.kernel}; returns {returned}."""',
         ]
         if full_shape:
-            lines.append(f"{INDENT}{domain_shape} = {tensors[full_shape[0].value]}.shape")
+            lines.append(f"{INDENT}{domain_shape} = {reads.shape_of(full_shape[0], tensors)}")
         else:
-            shapes = ", ".join(f"{tensors[value]}.shape" for value in plan.inputs)
+            shapes = ", ".join(reads.shape_of(read, tensors) for read in reads.reads)
             lines.append(f"{INDENT}{domain_shape} = torch.broadcast_shapes({shapes})")
         memory_format = ""
         if follows_layout:
-            first = tensors[full_shape[0].value]
+            first = tensors[stored_full_shape[0].value]
             lines += [
                 f"{INDENT}# the output takes the layout of the first full-size input (channels-last or not), as PyTorch's",
                 f"{INDENT}# elementwise ops do, and the offsets run over memory in that layout",
@@ -461,7 +581,7 @@ class PointwiseTemplate(Template):
             f"{INDENT}{plan.kernel}[{grid}](",
         ]
         arguments = (
-            list(tensors.values())
+            reads.pointer_arguments(tensors)
             + list(outputs.values())
             + [numel]
             + [f"{domain_shape}[{dim}]" for dim in size_dims]
@@ -487,5 +607,5 @@ def follows_channels_last(domain: tuple[Dim, ...], reads: DomainReads) -> bool:
         len(domain) == 4
         and domain[1] != 1
         and any(size != 1 for size in domain[2:])
-        and any(read.spec.shape == domain for read in reads.reads)
+        and any(read.spec.shape == domain and read.lookup is None for read in reads.reads)
     )

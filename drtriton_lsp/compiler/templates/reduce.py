@@ -144,9 +144,14 @@ class AnchoredKernelWriter(KernelWriter):
         self.inside = group_inputs(self.nodes, plan.prologue + (plan.anchor,))
         self.outside = [value for value in group_inputs(self.nodes, plan.epilogue) if value != plan.anchor]
 
-    def prologue_lines(self, reads: DomainReads, index_of_dim: dict[int, str], mask: str, source: str) -> list[str]:
-        """Loads and prologue ops giving the anchor's input in float32, rounded to its dtype as PyTorch stores it."""
-        lines = reads.load_lines(index_of_dim, mask)
+    def prologue_lines(
+        self, reads: DomainReads, index_of_dim: dict[int, str], mask: str, source: str, flat_offsets: str | None = None
+    ) -> list[str]:
+        """Loads and prologue ops giving the anchor's input in float32, rounded to its dtype as PyTorch stores it.
+
+        flat_offsets: the elements' offsets in a contiguous tensor of the input domain, where contiguous reads
+        may load (`DomainReads` with flat_fast_path)."""
+        lines = reads.load_lines(index_of_dim, mask, flat_offsets=flat_offsets)
         lines += elementwise_lines(self.graph, self.plan.prologue, self.variables, self.scope, self.context.helpers)
         dtype = self.graph.spec_of(source).dtype
         if self.plan.prologue and dtype != "float32":
@@ -289,7 +294,11 @@ class ReduceKernel(AnchoredKernelWriter):
     def source(self) -> str:
         plan, reduction, scope, domain = self.plan, self.reduction, self.scope, self.domain
         split = self.strategy == "split"
-        reads_in = DomainReads(self.graph, domain, self.inside, scope, self.variables, flat_fast_path=False)
+        # folding the trailing dims, row r's element c of a contiguous input lies at r * reduced_size + c: such reads
+        # skip the per-dim index arithmetic (a 64-bit division and remainder per dim and element)
+        trailing = reduction.dims == tuple(range(len(domain) - len(reduction.dims), len(domain)))
+        reads_in = DomainReads(self.graph, domain, self.inside, scope, self.variables, flat_fast_path=trailing)
+        self.flat_offsets = "rows[:, None] * reduced_size + columns[None, :]" if trailing else None
         # the epilogue's variables join the others only after the prologue is written (a value both
         # read gets one name per domain)
         epilogue_variables: dict[str, str] = {}
@@ -349,7 +358,8 @@ class ReduceKernel(AnchoredKernelWriter):
         plural = "s" if len(reduction.dims) > 1 else ""
         view = (
             f"Views the {domain_text(domain)} input as rows x reduced elements (dim{plural} "
-            f"{', '.join(str(dim) for dim in reduction.dims)} reduced, read through strides)."
+            f"{', '.join(str(dim) for dim in reduction.dims)} reduced, read through strides"
+            f"{', or at flat offsets where contiguous' if self.flat_offsets else ''})."
         )
         what = f"{COMBINE_DESCRIPTIONS[reduction.combine]} in float32"
         summary = f"Replaces {self.replaced()}."
@@ -364,6 +374,7 @@ class ReduceKernel(AnchoredKernelWriter):
                 + list(column_sizes.values())
                 + reads_in.stride_parameters()
                 + reads_out.stride_parameters()
+                + reads_in.flag_parameters()
                 + ["ROWS: tl.constexpr", "BLOCK: tl.constexpr"]
             )
             how = (
@@ -384,6 +395,7 @@ class ReduceKernel(AnchoredKernelWriter):
             + list(row_sizes.values())
             + list(column_sizes.values())
             + reads_in.stride_parameters()
+            + reads_in.flag_parameters()
             + ["ROWS: tl.constexpr", "BLOCK: tl.constexpr", "SPLITS: tl.constexpr"]
         )
         partial_details = (
@@ -511,7 +523,7 @@ class ReduceKernel(AnchoredKernelWriter):
         if column_lines:
             lines.append("# split each reduced position into the indices of the reduced dims")
             lines += column_lines
-        lines += self.prologue_lines(reads_in, index_of_dim, "mask", reduction.source)
+        lines += self.prologue_lines(reads_in, index_of_dim, "mask", reduction.source, self.flat_offsets)
         self.fold = Fold(reduction, self.variables[reduction.source], FoldNames(), self.helper)
         return lines + self.fold.candidate_lines()
 
@@ -561,7 +573,7 @@ class ReduceKernel(AnchoredKernelWriter):
             lines.append(f"{INDENT}{variable} = torch.empty({output_shape}, dtype=torch.{dtype}, device={device})")
         lines.append(f"{INDENT}{row_count} = {product_text([f'{input_shape}[{dim}]' for dim in self.kept])}")
         lines.append(f"{INDENT}{reduced_size} = {product_text([f'{input_shape}[{dim}]' for dim in reduction.dims])}")
-        in_strides, in_stride_arguments, _ = launch.reads_in.wrapper_arguments(tensors, input_shape, scope)
+        in_strides, in_stride_arguments, in_flags = launch.reads_in.wrapper_arguments(tensors, input_shape, scope)
         out_strides, out_stride_arguments, _ = launch.reads_out.wrapper_arguments(tensors, output_shape, scope)
         lines += [INDENT + line for line in in_strides + out_strides]
         block_value = f"triton.next_power_of_2({reduced_size})" if self.strategy == "single" else plan.params["block"]
@@ -581,6 +593,7 @@ class ReduceKernel(AnchoredKernelWriter):
                 + [f"{input_shape}[{dim}]" for dim in launch.size_dims]
                 + in_stride_arguments
                 + out_stride_arguments
+                + in_flags
                 + [f"ROWS={rows}", f"BLOCK={block}", warps]
             )
             lines += launch_lines(plan.kernel, grid, arguments)
@@ -602,6 +615,7 @@ class ReduceKernel(AnchoredKernelWriter):
                 + [row_count, reduced_size]
                 + [f"{input_shape}[{dim}]" for dim in launch.size_dims]
                 + in_stride_arguments
+                + in_flags
                 + [f"ROWS={rows}", f"BLOCK={block}", f"SPLITS={splits}", warps]
             )
             lines += launch_lines(plan.kernel, grid, arguments)
