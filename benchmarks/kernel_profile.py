@@ -80,7 +80,8 @@ def profile_problem(report: dict, problems: Path, scratch: Path) -> dict:
     with torch.no_grad():
         expected = eager_model(*inputs)
         got = our_model(*our_inputs)
-    error = (got.float() - expected.float()).abs().max().item()
+    pairs = zip(got, expected) if isinstance(got, (tuple, list)) else [(got, expected)]
+    error = max((ours.float() - theirs.float()).abs().max().item() for ours, theirs in pairs)
     return {
         "problem": name,
         "schedule": report["kernel"].get("schedule"),

@@ -5,6 +5,8 @@ Each model is captured at one size and run at another, on the GPU or under Trito
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch import nn
@@ -77,6 +79,19 @@ def test_lookups_summed_before_a_layer_norm_are_gathered_by_the_norm_kernel(load
     assert "keep embedding_2" in program.schedule
     assert "aten.embedding.default" in program.replaced_ops
     assert "(an embedding lookup, never stored)" in program.kernel_block
+
+
+def test_a_norm_kernel_looping_over_chunks_of_its_rows_gathers_each_chunk(load_program, device):
+    model = Embeddings(width=40).eval().to(device)
+    example = (ids(2, 16).to(device), ids(2, 16, high=2).to(device))
+    graph = capture(model, example)
+    script = re.sub(r"strategy=\S+ rows=\S+", "strategy=loop16 rows=2", print_schedule(default_schedule(graph)))
+    assert "kernel normalize embedding,embedding_1" in script and "strategy=loop16 rows=2" in script
+    program = compile_with(graph, script)
+    test = (ids(3, 7).to(device), ids(3, 7, high=2).to(device))
+    with torch.no_grad():
+        actual = getattr(load_program(program), program.forward_function)(model, *test)
+        torch.testing.assert_close(actual, model(*test), atol=1e-5, rtol=1e-5)
 
 
 def test_low_precision_tables_are_gathered_exactly(load_program, device):

@@ -530,6 +530,13 @@ class NormalizeKernel:
                 self.index_of_dim[dim] = f"({terms[0]} * channels_per_group + {terms[1]})"
             else:
                 self.index_of_dim[dim] = terms[0]
+        # the domain dims that only the rows run along: a load indexed by them alone needs only the rows' mask
+        row_only = [
+            dim
+            for dim in range(len(layout.parts))
+            if all(part in layout.row_dims for part in layout.parts[dim] if layout.virtual_shape[part] != 1)
+        ]
+        self.row_mask = (row_only, "row_mask[:, None]")
         self.channel_needs_columns = self.channel_varies and any(
             part in layout.column_dims and layout.virtual_shape[part] != 1
             for part in layout.parts[self.norm.channel_dim]
@@ -716,7 +723,10 @@ class NormalizeKernel:
 
     def _input_lines(self) -> list[str]:
         """Load what the input stage reads and run the prologue: the normalised value, in float32."""
-        return self.input_reads.load_lines(self.index_of_dim, "mask", flat_offsets="offsets") + self.prologue_lines
+        return (
+            self.input_reads.load_lines(self.index_of_dim, "mask", flat_offsets="offsets", narrow_mask=self.row_mask)
+            + self.prologue_lines
+        )
 
     def _single_pass_statistics(self) -> list[str]:
         x, statistics, eps = self.source_variable, self.norm.statistics, self.norm.eps
@@ -798,7 +808,7 @@ class NormalizeKernel:
 
     def _result_lines(self) -> list[str]:
         """Load what the affine step and the epilogue read, compute the op's value and the epilogue, store."""
-        lines = self.output_reads.load_lines(self.index_of_dim, "mask", flat_offsets="offsets")
+        lines = self.output_reads.load_lines(self.index_of_dim, "mask", flat_offsets="offsets", narrow_mask=self.row_mask)
         lines += self._anchor_lines() + self.epilogue_lines
         for value in self.plan.outputs:
             dtype = self.graph.spec_of(value).dtype

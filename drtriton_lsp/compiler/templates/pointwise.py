@@ -129,10 +129,13 @@ class DomainReads:
         mask: str | None,
         flat_offsets: str | None = None,
         values: Collection[str] | None = None,
+        narrow_mask: tuple[Collection[int], str] | None = None,
     ) -> list[str]:
         """Statements loading every value (or only `values`) as float32 (bool stays int1) at the given domain indices.
 
-        index_of_dim: an index expression per indexed dim (broadcastable, e.g. "rows[:, None]").
+        index_of_dim: an index expression per indexed dim (broadcastable, e.g. "rows[:, None]"). narrow_mask: (dims,
+        mask) where `mask` guards any load indexed along those dims only, in their broadcast shape: an embedding
+        lookup's row indices are then loaded once per row instead of once per element (e.g. "row_mask[:, None]").
         """
         reads = [read for read in self.reads if values is None or read.value in values]
         lines: list[str] = []
@@ -144,7 +147,7 @@ class DomainReads:
             # compute in float32; bool tensors stay int1 so they can serve as conditions
             convert = "" if dtype in ("float32", "bool") else ".to(tl.float32)"
             if read.lookup is not None:
-                lines += _lookup_lines(read, index_of_dim, mask, convert)
+                lines += _lookup_lines(read, index_of_dim, mask, convert, narrow_mask)
                 continue
             if not read.strides:
                 lines += [
@@ -235,20 +238,31 @@ def _pointer_values(read: DomainRead) -> list[str]:
     return [read.lookup.indices, read.lookup.table] if read.lookup else [read.value]
 
 
-def _lookup_lines(read: DomainRead, index_of_dim: dict[int, str], mask: str | None, convert: str) -> list[str]:
+def _lookup_lines(
+    read: DomainRead,
+    index_of_dim: dict[int, str],
+    mask: str | None,
+    convert: str,
+    narrow_mask: tuple[Collection[int], str] | None,
+) -> list[str]:
     """Statements gathering an embedding lookup's value: each element's row index, then the table at that row.
 
     An index outside the table reads 0 where PyTorch raises (an invalid input either way): never memory outside it.
     """
     lookup = read.lookup
-    index_terms = [f"{index_of_dim[dim]} * {stride}" for dim, stride in read.strides.items() if dim != lookup.column_dim]
+    full_mask = mask
+    index_dims = [dim for dim in read.strides if dim != lookup.column_dim]
+    index_terms = [f"{index_of_dim[dim]} * {read.strides[dim]}" for dim in index_dims]
+    if narrow_mask is not None and set(index_dims) <= set(narrow_mask[0]):
+        # one index per row, loaded in the rows' shape: the gather's mask is then constant along the columns
+        mask = narrow_mask[1]
     masked = f", mask={mask}" if mask else ""
     row_source = f"{read.pointer} + {' + '.join(index_terms)}" if index_terms else read.pointer
     row_offset = f"{lookup.row}.to(tl.int64) * {lookup.row_stride}"
     if lookup.column_dim is not None:
         row_offset += f" + {index_of_dim[lookup.column_dim]} * {read.strides[lookup.column_dim]}"
     in_range = f"({lookup.row} >= 0) & ({lookup.row} < {lookup.row_count})"
-    gather_mask = f"{mask} & {lookup.in_range}" if mask else lookup.in_range
+    gather_mask = f"{full_mask} & {lookup.in_range}" if full_mask else lookup.in_range
     return [
         f"# {read.variable}: rows of {lookup.table} gathered at {lookup.indices} (an embedding lookup, never stored)",
         f"{lookup.row} = tl.load({row_source}{masked})",
