@@ -163,6 +163,26 @@ def test_chunked_strategies_over_several_chunks_match_pytorch(strategy, case, lo
     assert_same(actual, expected)
 
 
+TRAILING = {
+    "sum over the two trailing dims": lambda m, x: x.sum((1, 2)),
+    "amax over the two trailing dims, keepdim": lambda m, x: x.amax((-2, -1), keepdim=True),
+    "argmax of all": lambda m, x: x.argmax(),
+    "var over the two trailing dims": lambda m, x: torch.var(x, (1, 2)),
+}
+
+
+@pytest.mark.parametrize("strategy", ["single", "loop", "split"])
+@pytest.mark.parametrize("case", list(TRAILING))
+def test_folding_several_trailing_dims_reads_a_contiguous_input_at_flat_offsets(case, strategy, load_program, device):
+    model = Function(TRAILING[case])
+    changes = {"strategy": strategy, "block": 16, "rows": 2} | ({"splits": 2} if strategy == "split" else {})
+    program, _ = compile_with(model, (torch.randn(CAPTURE_SHAPE),), device=device, **changes)
+    assert "X_IS_CONTIGUOUS:" in program.kernel_block and "rows[:, None] * reduced_size + columns" in program.kernel_block
+    for test_input in (torch.randn(3, 7, 9), strided_input()):  # the flat offsets, then the strides
+        actual, expected = run_program(program, model, (test_input,), load_program, device)
+        assert_same(actual, expected)
+
+
 def special_rows() -> torch.Tensor:
     """Eight rows of 40 (several 16-wide chunks) holding ties, NaN, infinities and a large offset."""
     x = torch.randn(8, 40)
