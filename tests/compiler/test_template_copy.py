@@ -82,6 +82,23 @@ def test_an_epilogue_fuses_after_the_copy(run_hybrid):
     torch.testing.assert_close(actual, expected)
 
 
+@pytest.mark.parametrize("case", ["cat dim 0, a piece twice", "stack dim 1", "repeat with new dims"])
+def test_offsets_split_in_int32_or_int64_index_the_same_elements(case, load_program, device):
+    """Past 2**31 output elements the offsets are split in int64: the same kernel with the int32 split turned off."""
+    function, _, capture_shapes, test_shapes = COPY_CASES[case]
+    model = Copy(function)
+    graph = capture_graph(model.eval(), tuple(normal(*shape) for shape in capture_shapes))
+    program = compile_graph(graph, prefix="model", forward_params=["x", "y"], has_self=True)
+    assert program.kernel_block.count("INT32_INDICES=numel + BLOCK <= 2**31") == 1
+    wide = program.__class__(**{
+        **program.__dict__,
+        "kernel_block": program.kernel_block.replace("INT32_INDICES=numel + BLOCK <= 2**31", "INT32_INDICES=False"),
+    })  # fmt: skip
+    x, y = (normal(*shape).to(device) for shape in test_shapes)
+    for variant in (program, wide):
+        assert torch.equal(getattr(load_program(variant), variant.forward_function)(model, x, y), model(x, y))
+
+
 @pytest.mark.parametrize("parameters", ["block=64 warps=1", "block=8192 warps=8"])
 def test_non_default_schedules_copy_the_same(parameters, load_program, device):
     model = Copy(lambda x, y: torch.stack([x, y], dim=1))

@@ -25,7 +25,7 @@ from drtriton_lsp.compiler.templates.pointwise import (
 COPY_OPS = ("aten.cat.default", "aten.stack.default", "aten.repeat.default")
 # more inputs than this stay in PyTorch: every output element would test each input's range
 MAX_PIECES = 16
-KERNEL_NAMES = ("pid", "offsets", "mask", "numel", "inside", "BLOCK")
+KERNEL_NAMES = ("pid", "offsets", "flat", "mask", "numel", "inside", "INT32_INDICES", "BLOCK")
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ class CopyKernel:
             needed |= {self._output_dim(axis) for axis in reads.indexed_dims}
         if kind != "repeat" and self.domain[dim] != 1 and len(self.copy.pieces) > 1:
             needed.add(dim)
-        self.index_lines, self.index, self.size_names = flat_index_lines(self.domain, sorted(needed), "offsets", self.scope)
+        self.index_lines, self.index, self.size_names = flat_index_lines(self.domain, sorted(needed), "flat", self.scope)
 
     def _output_dim(self, axis: int) -> int:
         """The output dim that input dim `axis` runs along."""
@@ -180,8 +180,16 @@ class CopyKernel:
             "mask = offsets < numel",
         ]
         if self.index_lines:
-            body.append("# split each flat output offset into the indices of its dims")
+            body += [
+                "# split each flat output offset into the indices of its dims: in int32 where the offsets fit (a 64-bit",
+                "# division costs several 32-bit ones), widened to int64 before they meet strides",
+                "if INT32_INDICES:",
+                f"{INDENT}flat = offsets.to(tl.int32)",
+                "else:",
+                f"{INDENT}flat = offsets",
+            ]
             body += self.index_lines
+            body += [f"{index} = {index}.to(tl.int64)" for index in self.index.values()]
         pieces = len(copy.pieces)
         if pieces == 1:
             reads = self.piece_reads[0]
@@ -226,6 +234,7 @@ class CopyKernel:
             + [stride for reads in self.piece_reads for stride in reads.stride_parameters()]
             + self.epilogue_reads.stride_parameters()
             + self.epilogue_reads.flag_parameters()
+            + (["INT32_INDICES: tl.constexpr"] if self.index_lines else [])
             + ["BLOCK: tl.constexpr"]
         )
         replaced = f"{self.nodes[plan.anchor].op} ({plan.anchor})"
@@ -303,6 +312,7 @@ class CopyKernel:
             + piece_strides
             + epilogue_strides
             + flags
+            + ([f"INT32_INDICES={numel} + {block} <= 2**31"] if self.index_lines else [])
             + [f"BLOCK={block}", f"num_warps={plan.params['warps']}"]
         )
         lines += [f"{INDENT}{argument}," for argument in arguments]
