@@ -13,7 +13,7 @@ from drtriton_lsp.compiler.partition import group_inputs
 
 GATHER_OPS = ("aten.embedding.default",)
 # templates whose kernels read a gathered value through DomainReads (the others keep the lookup in PyTorch)
-GATHERING_TEMPLATES = ("pointwise", "normalize")
+GATHERING_TEMPLATES = ("pointwise", "normalize", "reduce")
 TABLE_DTYPES = ("float32", "float16", "bfloat16")
 INDEX_DTYPES = ("int64", "int32")
 

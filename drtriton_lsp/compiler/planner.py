@@ -243,7 +243,8 @@ def _lookup_problem(nodes: dict[str, OpNode], readers: dict[str, list[str]], tem
     """Why a kernel line cannot gather its embedding lookups ("" when it can, or has none)."""
     lookups = gather_members(nodes, members)
     if lookups and template not in GATHERING_TEMPLATES:
-        return f"{lookups[0]} (an embedding lookup) is gathered only by {' and '.join(GATHERING_TEMPLATES)} kernels"
+        templates = f"{', '.join(GATHERING_TEMPLATES[:-1])} and {GATHERING_TEMPLATES[-1]}"
+        return f"{lookups[0]} (an embedding lookup) is gathered only by {templates} kernels"
     stored = [lookup for lookup in lookups if lookup in group_outputs(readers, members)]
     if stored:
         return f"{stored[0]} (an embedding lookup) is read outside the kernel, and a gathered value is never stored"

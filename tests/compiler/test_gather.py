@@ -117,30 +117,53 @@ def test_a_lookup_read_outside_the_kernel_stays_in_pytorch(load_program, device)
     assert program.schedule.splitlines()[0] == "keep embedding"
 
 
+class Pooled(ScaledLookup):
+    """Mean pooling of scaled lookups over the sequence (dim 1: not the trailing dim), and a sum of all of them."""
+
+    def forward(self, ids):
+        rows = self.table(ids) * 3.0
+        return rows.mean(dim=1), (self.table(ids) + self.offset).sum()
+
+
+class Regressed(ScaledLookup):
+    """Lookups as a regression loss's input (a loss kernel's prologue: that template does not gather)."""
+
+    def forward(self, ids, target):
+        return nn.functional.l1_loss(self.table(ids), target)
+
+
+def test_lookups_pooled_by_a_reduction_are_gathered_by_the_reduce_kernel(load_program, device):
+    program = run(load_program, device, Pooled(), (ids(3, 4, high=40),), (ids(5, 7, high=40),))
+    assert [line.split(" strategy")[0] for line in program.schedule.splitlines()] == [
+        "kernel reduce embedding,mul,mean", "kernel reduce embedding_1,add,sum_1"
+    ]
+    assert "aten.embedding.default" not in program.kept_ops
+
+
 def test_a_lookup_alone_or_before_a_template_that_does_not_gather_stays_in_pytorch(load_program, device):
     class Alone(ScaledLookup):
         def forward(self, ids):
             return self.table(ids)
 
-    class Summed(ScaledLookup):
-        def forward(self, ids):
-            return (self.table(ids) * 3.0).sum(dim=-1)
-
     alone = run(load_program, device, Alone(), (ids(3, 4, high=40),), (ids(2, 5, high=40),))
     assert alone.schedule.strip() == "keep embedding"
-    summed = run(load_program, device, Summed(), (ids(3, 4, high=40),), (ids(2, 5, high=40),))
-    assert summed.schedule.splitlines()[0] == "keep embedding"
-    assert "kernel reduce mul,sum" in summed.schedule
+    regressed = run(
+        load_program, device, Regressed(), (ids(3, 4, high=40), torch.randn(3, 4, 20)), (ids(2, 5, high=40), torch.randn(2, 5, 20))
+    )
+    assert regressed.schedule.splitlines()[0] == "keep embedding"
+    assert "kernel loss l1_loss" in regressed.schedule
+
+
+class Concatenated(ScaledLookup):
+    def forward(self, ids, extra):
+        return torch.cat([self.table(ids), extra], dim=-1) * 2.0
 
 
 def test_a_script_gathering_in_another_template_or_storing_a_lookup_is_refused():
-    class Summed(ScaledLookup):
-        def forward(self, ids):
-            return (self.table(ids) * 3.0).sum(dim=-1)
-
-    graph = capture(Summed().eval(), (ids(3, 4, high=40),))
-    script = print_schedule(default_schedule(graph)).replace("keep embedding\nkernel reduce ", "kernel reduce embedding,")
-    with pytest.raises(ScheduleError, match="gathered only by pointwise and normalize kernels"):
+    graph = capture(Concatenated().eval(), (ids(3, 4, high=40), torch.randn(3, 4, 5)))
+    script = print_schedule(default_schedule(graph)).replace("keep embedding\nkernel copy ", "kernel copy embedding,")
+    assert script.startswith("kernel copy embedding,cat,mul ")
+    with pytest.raises(ScheduleError, match="gathered only by pointwise, normalize and reduce kernels"):
         compile_with(graph, script)
     lookup_only = capture(ScaledLookup().eval(), (ids(3, 4, high=40),))
     with pytest.raises(ScheduleError, match="read outside the kernel"):

@@ -9,8 +9,8 @@ from typing import Any
 
 from drtriton_lsp.compiler.elementwise import TRITON_DTYPES
 from drtriton_lsp.compiler.errors import ScheduleError
+from drtriton_lsp.compiler.gather import gather_members, reads_of
 from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode
-from drtriton_lsp.compiler.partition import group_inputs
 from drtriton_lsp.compiler.templates.base import (
     AnchorShape,
     KernelPlan,
@@ -140,9 +140,11 @@ class AnchoredKernelWriter(KernelWriter):
     def __init__(self, plan: KernelPlan, context: RenderContext):
         super().__init__(plan, context)
         self.anchor = self.nodes[plan.anchor]
-        # values read by the prologue and the anchor (input domain), and by the epilogue (output domain)
-        self.inside = group_inputs(self.nodes, plan.prologue + (plan.anchor,))
-        self.outside = [value for value in group_inputs(self.nodes, plan.epilogue) if value != plan.anchor]
+        # values read by the prologue and the anchor (input domain), and by the epilogue (output domain); an embedding
+        # lookup's value is read (gathered), not computed
+        self.lookups = gather_members(self.nodes, plan.nodes)
+        self.inside = reads_of(self.nodes, plan.prologue + (plan.anchor,))
+        self.outside = [value for value in reads_of(self.nodes, plan.epilogue) if value != plan.anchor]
 
     def prologue_lines(
         self, reads: DomainReads, index_of_dim: dict[int, str], mask: str, source: str, flat_offsets: str | None = None
@@ -190,19 +192,20 @@ class AnchoredKernelWriter(KernelWriter):
             text += ", then " + ", ".join(f"{self.nodes[name].op} ({name})" for name in plan.epilogue)
         return text
 
-    def wrapper_start(self, tensors: dict[str, str], input_shape: str, launches: str) -> list[str]:
-        """The wrapper's signature, docstring and the input domain's shape at run time."""
+    def wrapper_start(self, tensors: dict[str, str], input_shape: str, launches: str, reads: DomainReads) -> list[str]:
+        """The wrapper's signature, docstring and the input domain's shape at run time (reads: the input domain's)."""
         plan = self.plan
         lines = [
             f"def {plan.wrapper}({', '.join(tensors.values())}):",
             f'{INDENT}"""Computes {", ".join(plan.nodes)} in {launches}."""',
         ]
-        full_shape = [value for value in self.inside if self.graph.spec_of(value).shape == self.domain]
+        inside = [read for read in reads.reads if read.value in self.inside]
+        full_shape = [read for read in inside if read.spec.shape == self.domain]
         if full_shape:
-            lines.append(f"{INDENT}{input_shape} = {tensors[full_shape[0]]}.shape")
+            lines.append(f"{INDENT}{input_shape} = {reads.shape_of(full_shape[0], tensors)}")
         else:
             # a prologue's result has the shape its inputs broadcast to
-            shapes = ", ".join(f"{tensors[value]}.shape" for value in self.inside)
+            shapes = ", ".join(reads.shape_of(read, tensors) for read in inside)
             lines.append(f"{INDENT}{input_shape} = torch.broadcast_shapes({shapes})")
         return lines
 
@@ -300,13 +303,16 @@ class ReduceKernel(AnchoredKernelWriter):
         # 184 against 134 us), so it is not used
         folded = len(reduction.dims)
         trailing = folded > 1 and reduction.dims == tuple(range(len(domain) - folded, len(domain)))
-        reads_in = DomainReads(self.graph, domain, self.inside, scope, self.variables, flat_fast_path=trailing)
+        reads_in = DomainReads(
+            self.graph, domain, self.inside, scope, self.variables, flat_fast_path=trailing, gathered=self.lookups
+        )
         self.flat_offsets = "rows[:, None] * reduced_size + columns[None, :]" if trailing else None
         # the epilogue's variables join the others only after the prologue is written (a value both
         # read gets one name per domain)
         epilogue_variables: dict[str, str] = {}
         reads_out = DomainReads(
-            self.graph, self.output_domain, self.outside, scope, epilogue_variables, flat_fast_path=False
+            self.graph, self.output_domain, self.outside, scope, epilogue_variables, flat_fast_path=False,
+            gathered=self.lookups,
         )
         results = self._result_variables()
         row_dims_in = [dim for dim in reads_in.indexed_dims if dim in self.kept]
@@ -560,12 +566,13 @@ class ReduceKernel(AnchoredKernelWriter):
             )
         )
         returned = [scope.fresh(variable) for variable, _, _ in launch.outputs]
-        device = f"{tensors[self.inside[0]]}.device"
+        input_arguments = launch.reads_in.pointer_arguments(tensors)
+        device = f"{input_arguments[0]}.device"
         if self.strategy == "split":
             launches = "two launches: partial results per split, then one result per row"
         else:
             launches = f"one launch of {plan.kernel}"
-        lines = self.wrapper_start(tensors, input_shape, launches)
+        lines = self.wrapper_start(tensors, input_shape, launches, launch.reads_in)
         shape_items = [
             "1" if dim in reduction.dims else f"{input_shape}[{dim}]"
             for dim in range(len(domain))
@@ -581,8 +588,7 @@ class ReduceKernel(AnchoredKernelWriter):
         lines += [INDENT + line for line in in_strides + out_strides]
         block_value = f"triton.next_power_of_2({reduced_size})" if self.strategy == "single" else plan.params["block"]
         lines += [f"{INDENT}{rows} = {plan.params['rows']}", f"{INDENT}{block} = {block_value}"]
-        input_arguments = [tensors[value] for value in self.inside]
-        epilogue_arguments = [tensors[value] for value in self.outside]
+        epilogue_arguments = launch.reads_out.pointer_arguments(tensors)
         floats = [self.fold.float_argument(name, reduced_size) for name in launch.float_parameters]
         warps = f"num_warps={plan.params['warps']}"
         if self.strategy != "split":
@@ -791,7 +797,7 @@ class ScanKernel(AnchoredKernelWriter):
         )
         returned = [scope.fresh(variable) for variable, _ in outputs]
         device = f"{tensors[self.inside[0]]}.device"
-        lines = self.wrapper_start(tensors, input_shape, f"one launch of {plan.kernel}")
+        lines = self.wrapper_start(tensors, input_shape, f"one launch of {plan.kernel}", reads)
         for variable, (_, dtype) in zip(returned, outputs):
             lines.append(f"{INDENT}{variable} = torch.empty({input_shape}, dtype=torch.{dtype}, device={device})")
         inner = [f"{input_shape}[{other}]" for other in kept if other > dim]
