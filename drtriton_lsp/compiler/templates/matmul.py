@@ -348,6 +348,16 @@ class MatmulTemplate(Template):
                 power_of_two_within(size.depth, 16, 128 if half else 32),
             )
             warps, stages = 4, 3
+        if full_wave and (size.rows < tile_sizes[0] or size.columns < tile_sizes[1]):
+            # a wave of narrow products (a decode step's one query row per head, a 128-wide head): rows or columns
+            # past the product's own are masked work and registers, so the tile shrinks to them (16: tl.dot's
+            # least), with 4 warps
+            tile_sizes = (
+                power_of_two_within(size.rows, 16, tile_sizes[0]),
+                power_of_two_within(size.columns, 16, tile_sizes[1]),
+                tile_sizes[2],
+            )
+            warps = 4
         return {"tile": tile_sizes, "group": 8, "warps": warps, "stages": stages, "precision": "ieee"}
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
