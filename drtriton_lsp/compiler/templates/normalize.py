@@ -17,7 +17,7 @@ from drtriton_lsp.compiler.elementwise import (
     bind_arguments,
     is_finite_number,
 )
-from drtriton_lsp.compiler.gather import gather_members
+from drtriton_lsp.compiler.gather import gather_members, reads_of
 from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.compiler.templates.base import (
     AnchorShape,
@@ -463,12 +463,9 @@ class NormalizeKernel:
         nodes = {node.name: node for node in graph.nodes}
         lookups = gather_members(nodes, plan.nodes)
         self.variables: dict[str, str] = {}
-        # what the kernel computes; an embedding lookup's value is read (gathered), not computed
+        # what the kernel computes: an embedding lookup's value is read (gathered), not computed
         computed = set(plan.nodes) - set(lookups)
-        input_values = (
-            _external_reads(nodes, plan.prologue, computed) if plan.prologue else [normalization.source]
-        ) + [lookup for lookup in lookups if lookup in plan.prologue]
-        input_values = list(dict.fromkeys(input_values))
+        input_values = reads_of(nodes, plan.prologue) if plan.prologue else [normalization.source]
         output_values: list[str] = []
         trailing_weights = [] if normalization.per_channel else [normalization.weight, normalization.bias]
         for value in trailing_weights + _external_reads(nodes, plan.epilogue, computed):

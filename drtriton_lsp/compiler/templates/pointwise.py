@@ -108,11 +108,13 @@ class DomainReads:
         return [tensors[value] for read in self.reads for value in _pointer_values(read)]
 
     def stride_parameters(self) -> list[str]:
-        return [
-            parameter
-            for read in self.reads
-            for parameter in [*read.strides.values(), *((read.lookup.row_stride, read.lookup.row_count) if read.lookup else ())]
-        ]
+        """Each read's strides; an embedding lookup's then its table's row stride and row count."""
+        parameters: list[str] = []
+        for read in self.reads:
+            parameters += read.strides.values()
+            if read.lookup is not None:
+                parameters += [read.lookup.row_stride, read.lookup.row_count]
+        return parameters
 
     def shape_of(self, read: DomainRead, tensors: dict[str, str]) -> str:
         """An expression for the shape of `read`'s value at run time, in the wrapper."""
@@ -250,19 +252,19 @@ def _lookup_lines(
     An index outside the table reads 0 where PyTorch raises (an invalid input either way): never memory outside it.
     """
     lookup = read.lookup
-    full_mask = mask
     index_dims = [dim for dim in read.strides if dim != lookup.column_dim]
     index_terms = [f"{index_of_dim[dim]} * {read.strides[dim]}" for dim in index_dims]
+    index_mask = mask
     if narrow_mask is not None and set(index_dims) <= set(narrow_mask[0]):
         # one index per row, loaded in the rows' shape: the gather's mask is then constant along the columns
-        mask = narrow_mask[1]
-    masked = f", mask={mask}" if mask else ""
+        index_mask = narrow_mask[1]
+    masked = f", mask={index_mask}" if index_mask else ""
     row_source = f"{read.pointer} + {' + '.join(index_terms)}" if index_terms else read.pointer
     row_offset = f"{lookup.row}.to(tl.int64) * {lookup.row_stride}"
     if lookup.column_dim is not None:
         row_offset += f" + {index_of_dim[lookup.column_dim]} * {read.strides[lookup.column_dim]}"
     in_range = f"({lookup.row} >= 0) & ({lookup.row} < {lookup.row_count})"
-    gather_mask = f"{full_mask} & {lookup.in_range}" if full_mask else lookup.in_range
+    gather_mask = f"{mask} & {lookup.in_range}" if mask else lookup.in_range
     return [
         f"# {read.variable}: rows of {lookup.table} gathered at {lookup.indices} (an embedding lookup, never stored)",
         f"{lookup.row} = tl.load({row_source}{masked})",
