@@ -338,8 +338,13 @@ def hinted_mm_graph(dtype: torch.dtype, rows: int, columns: int, depth: int):
         (torch.float32, (256, 256, 256), {"tile": (64, 64, 32)}),
         (torch.float16, (8, 4096, 4096), {"tile": (16, 64, 128)}),
         (torch.float32, (37, 5, 13), {"tile": (64, 16, 16)}),
+        (torch.float16, (1, 32768, 128), {"tile": (16, 128, 64), "warps": 4}),
+        (torch.float16, (32768, 64, 4096), {"tile": (128, 64, 64), "warps": 4}),
     ],
-    ids=["large fp16", "large fp16, short K", "large fp32", "small fp16", "small fp32", "few rows", "tiny"],
+    ids=[
+        "large fp16", "large fp16, short K", "large fp32", "small fp16", "small fp32", "few rows", "tiny",
+        "a wave of one-row products", "a wave of narrow products",
+    ],
 )
 def test_default_parameters_follow_the_problem_size(dtype, sizes, expected):
     graph = hinted_mm_graph(dtype, *sizes)
