@@ -2,30 +2,63 @@
 
 Usage (GPU): `python benchmarks/launch_cost.py`; prints microseconds of host time per call (enqueue only, the GPU idle).
 """
-import time, torch, triton, triton.language as tl
+
+from __future__ import annotations
+
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+WARM_UP_CALLS = 20
+TIMED_CALLS = 200  # fewer launches than CUDA's queue holds, so enqueueing them measures the host alone
+
 
 @triton.jit
-def few(a_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(out_ptr + offs, tl.load(a_ptr + offs, mask=offs < n), mask=offs < n)
+def copy_few_arguments(a_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(a_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
 
 @triton.jit
-def many(a_ptr, b_ptr, c_ptr, d_ptr, e_ptr, out_ptr, n, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13,
-         s14, s15, F1: tl.constexpr, F2: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(out_ptr + offs, tl.load(a_ptr + offs, mask=offs < n), mask=offs < n)
+def copy_many_arguments(a_ptr, b_ptr, c_ptr, d_ptr, e_ptr, out_ptr, n, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10,
+                        s11, s12, s13, s14, s15, F1: tl.constexpr, F2: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(a_ptr + offsets, mask=offsets < n), mask=offsets < n)
 
-x = torch.randn(1 << 20, device="cuda"); out = torch.empty_like(x)
-def host_us(fn, calls=200):
-    for _ in range(20): fn()
-    torch.cuda.synchronize(); start = time.perf_counter()
-    for _ in range(calls): fn()
-    elapsed = time.perf_counter() - start; torch.cuda.synchronize()
-    return elapsed / calls * 1e6
-grid = (triton.cdiv(x.numel(), 1024),)
-print("few args   ", host_us(lambda: few[grid](x, out, x.numel(), BLOCK=1024)))
-print("many args  ", host_us(lambda: many[grid](x, x, x, x, x, out, x.numel(), *range(1, 17), F1=True, F2=False, BLOCK=1024)))
-print("torch add  ", host_us(lambda: torch.add(x, x, out=out)))
-print("torch.empty", host_us(lambda: torch.empty((64, 512, 768), device="cuda")))
-ids = torch.randint(0, 9, (64, 512), device="cuda"); shape = torch.Size([64, 512, 768])
-print("expand.stride", host_us(lambda: ids[..., None].expand(shape).stride()))
+
+def host_microseconds(call) -> float:
+    """Host time per call of `call`, enqueued back to back after a warm-up."""
+    for _ in range(WARM_UP_CALLS):
+        call()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(TIMED_CALLS):
+        call()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / TIMED_CALLS * 1e6
+
+
+def main() -> None:
+    x = torch.randn(1 << 20, device="cuda")
+    out = torch.empty_like(x)
+    grid = (triton.cdiv(x.numel(), 1024),)
+    indices = torch.randint(0, 9, (64, 512), device="cuda")
+    shape = torch.Size([64, 512, 768])
+    calls = {
+        "Triton, 3 arguments": lambda: copy_few_arguments[grid](x, out, x.numel(), BLOCK=1024),
+        "Triton, 25 arguments": lambda: copy_many_arguments[grid](
+            x, x, x, x, x, out, x.numel(), *range(1, 17), F1=True, F2=False, BLOCK=1024
+        ),
+        "torch.add": lambda: torch.add(x, x, out=out),
+        "torch.empty": lambda: torch.empty(shape, device="cuda"),
+        "expand(...).stride()": lambda: indices[..., None].expand(shape).stride(),
+    }
+    for name, call in calls.items():
+        print(f"{name:24s} {host_microseconds(call):6.1f} us")
+
+
+if __name__ == "__main__":
+    main()
