@@ -516,7 +516,7 @@ class ConvKernel:
             dtype = graph.spec_of(value).dtype
             lines.append(f"{variable} = torch.empty({out_shape}, dtype=torch.{dtype}, device={source}.device)")
         lines += [f"{source_strides} = {source}.stride()", f"{weight_strides} = {weight}.stride()"]
-        stride_lines, read_strides, read_flags = self.reads.wrapper_arguments(tensors, out_shape, scope)
+        stride_lines, read_strides, read_flags = self.reads.wrapper_arguments(tensors, scope)
         lines += stride_lines
         block_m, block_n, block_k = plan.params["tile"]
         lines += [

@@ -293,7 +293,7 @@ class CopyKernel:
             for piece, reads in zip(copy.pieces, self.piece_reads)
             for axis in reads.reads[0].strides
         ]
-        epilogue_lines, epilogue_strides, flags = self.epilogue_reads.wrapper_arguments(tensors, output_shape, scope)
+        epilogue_lines, epilogue_strides, flags = self.epilogue_reads.wrapper_arguments(tensors, scope)
         lines += epilogue_lines
         lines += [
             f"{block} = {plan.params['block']}",

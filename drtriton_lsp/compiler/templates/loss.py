@@ -405,12 +405,10 @@ class LossKernel:
         self.domain_shape = scope.fresh("domain_shape")
         self.position_shape = self.domain_shape if loss.family == "elementwise" else scope.fresh("position_shape")
         self.position_count, self.block = scope.fresh("positions"), scope.fresh("BLOCK")
-        self.stride_lines, stride_arguments, self.flag_arguments = self.reads.wrapper_arguments(
-            self.tensors, self.domain_shape, scope
-        )
+        self.stride_lines, stride_arguments, self.flag_arguments = self.reads.wrapper_arguments(self.tensors, scope)
         self.output_shape = "()" if self.reduces else self.position_shape
         epilogue_stride_lines, epilogue_stride_arguments, self.epilogue_flag_arguments = (
-            self.epilogue_reads.wrapper_arguments(self.tensors, self.output_shape, scope)
+            self.epilogue_reads.wrapper_arguments(self.tensors, scope)
         )
         self.stride_lines += epilogue_stride_lines
         self.read_pairs = [(read.pointer, self.tensors[read.value]) for read in self.reads.reads]

@@ -664,8 +664,8 @@ class MatmulKernel:
             lines.append(f"{INDENT}{variable} = torch.empty({shape}, dtype=torch.{dtype}, device={left}.device)")
         left_strides, right_strides = scope.fresh(f"{left}_strides"), scope.fresh(f"{right}_strides")
         lines += [f"{INDENT}{left_strides} = {left}.stride()", f"{INDENT}{right_strides} = {right}.stride()"]
-        stride_lines, read_strides, read_flags = self.reads.wrapper_arguments(tensors, out_shape, scope)
-        reduced_stride_lines, reduced_strides, _ = self.reduced_reads.wrapper_arguments(tensors, reduced_shape, scope)
+        stride_lines, read_strides, read_flags = self.reads.wrapper_arguments(tensors, scope)
+        reduced_stride_lines, reduced_strides, _ = self.reduced_reads.wrapper_arguments(tensors, scope)
         lines += [INDENT + line for line in stride_lines + reduced_stride_lines]
 
         block_m, block_n, block_k = plan.params["tile"]

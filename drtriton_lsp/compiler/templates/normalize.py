@@ -889,7 +889,7 @@ class NormalizeKernel:
         stride_arguments: list[str] = []
         flag_arguments: list[str] = []
         for reads in (self.input_reads, self.output_reads):
-            stride_lines, strides, flags = reads.wrapper_arguments(tensors, domain_shape, scope)
+            stride_lines, strides, flags = reads.wrapper_arguments(tensors, scope)
             lines += [INDENT + line for line in stride_lines]
             stride_arguments += strides
             flag_arguments += flags

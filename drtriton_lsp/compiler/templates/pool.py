@@ -717,8 +717,8 @@ class PoolKernel:
         if indices:
             lines.append(f"{indices} = torch.empty({output_shape}, dtype=torch.int64, device={device})")
         lines.append(f"{numel} = {returned[0]}.numel()")
-        window_strides, window_stride_arguments, _ = self.window_reads.wrapper_arguments(tensors, input_shape, scope)
-        epilogue_strides, epilogue_stride_arguments, flags = epilogue_reads.wrapper_arguments(tensors, output_shape, scope)
+        window_strides, window_stride_arguments, _ = self.window_reads.wrapper_arguments(tensors, scope)
+        epilogue_strides, epilogue_stride_arguments, flags = epilogue_reads.wrapper_arguments(tensors, scope)
         lines += window_strides + epilogue_strides
         plane_contiguous = scope.fresh("plane_contiguous")
         if self.whole_plane:

@@ -583,8 +583,8 @@ class ReduceKernel(AnchoredKernelWriter):
             lines.append(f"{INDENT}{variable} = torch.empty({output_shape}, dtype=torch.{dtype}, device={device})")
         lines.append(f"{INDENT}{row_count} = {product_text([f'{input_shape}[{dim}]' for dim in self.kept])}")
         lines.append(f"{INDENT}{reduced_size} = {product_text([f'{input_shape}[{dim}]' for dim in reduction.dims])}")
-        in_strides, in_stride_arguments, in_flags = launch.reads_in.wrapper_arguments(tensors, input_shape, scope)
-        out_strides, out_stride_arguments, _ = launch.reads_out.wrapper_arguments(tensors, output_shape, scope)
+        in_strides, in_stride_arguments, in_flags = launch.reads_in.wrapper_arguments(tensors, scope)
+        out_strides, out_stride_arguments, _ = launch.reads_out.wrapper_arguments(tensors, scope)
         lines += [INDENT + line for line in in_strides + out_strides]
         block_value = f"triton.next_power_of_2({reduced_size})" if self.strategy == "single" else plan.params["block"]
         lines += [f"{INDENT}{rows} = {plan.params['rows']}", f"{INDENT}{block} = {block_value}"]
@@ -806,7 +806,7 @@ class ScanKernel(AnchoredKernelWriter):
             f"{INDENT}{row_count} = {product_text([f'{input_shape}[{other}]' for other in kept])}",
             f"{INDENT}{inner_size} = {product_text(inner)}",
         ]
-        stride_lines, stride_arguments, _ = reads.wrapper_arguments(tensors, input_shape, scope)
+        stride_lines, stride_arguments, _ = reads.wrapper_arguments(tensors, scope)
         lines += [INDENT + line for line in stride_lines]
         block_value = plan.params["block"] if self.loop else f"triton.next_power_of_2({line_length})"
         lines += [

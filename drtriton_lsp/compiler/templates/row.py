@@ -511,9 +511,9 @@ class RowKernel(KernelWriter):
             f"{INDENT}{n_rows} = {product_text([size[dim] for dim in group.row_dims])}",
             f"{INDENT}{row_length} = {product_text([size[dim] for dim in group.column_dims])}",
         ]
-        stride_lines, stride_arguments, flag_arguments = self.full_reads.wrapper_arguments(tensors, domain_shape, scope)
+        stride_lines, stride_arguments, flag_arguments = self.full_reads.wrapper_arguments(tensors, scope)
         for shape, reads in self.row_reads.items():
-            row_stride_lines, row_stride_arguments, _ = reads.wrapper_arguments(tensors, row_shapes[shape], scope)
+            row_stride_lines, row_stride_arguments, _ = reads.wrapper_arguments(tensors, scope)
             stride_lines += row_stride_lines
             stride_arguments += row_stride_arguments
         lines += [INDENT + line for line in stride_lines]
