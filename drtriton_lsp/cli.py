@@ -651,6 +651,7 @@ def _bench_on(args: argparse.Namespace, console: Console, argv: list[str], ray) 
                 gpus=args.gpus,
                 jobs=args.jobs,
                 gpu_memory_bytes=devices.get("cuda_memory_bytes") if device == "cuda" else None,
+                share_cpus=device == "cuda" and not args.remote,
             ))
         with progress_display(console, "starting") as running:
             finished = run_suite(

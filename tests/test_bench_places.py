@@ -13,13 +13,14 @@ import threading
 
 import pytest
 
-from drtriton_lsp.bench import suite
+from drtriton_lsp.bench import placement, suite
 from drtriton_lsp.bench.placement import local_places
 from drtriton_lsp.cli import build_parser, check_bench_placement
-from drtriton_lsp.engine.gpus import check_gpu_count, visible_gpu_ids
+from drtriton_lsp.engine.gpus import GpuSlot, check_gpu_count, visible_gpu_ids
 from drtriton_lsp.errors import DrtritonError
 from drtriton_lsp.runners.local import LocalRunner
-from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
+from drtriton_lsp.runners.protocol import CPU_SET_VARIABLE, GPU_LOCK_VARIABLE
+from drtriton_lsp.worker import main as worker_main
 from tests.test_bench import TINY_PROBLEM, gpu_results, record
 
 
@@ -159,3 +160,36 @@ def test_a_search_over_two_gpus_verifies_and_reports_its_fragments(example_copy,
     report = json.loads((tmp_path / "report.json").read_text())
     report = report[0] if isinstance(report, list) else report
     assert report["status"] == "verified" and report["search"]["fragments"]
+
+
+def test_each_problem_at_a_time_gets_whole_cores_of_its_own(monkeypatch):
+    # eight hardware threads on four cores, each core's two threads 4 apart (as Linux numbers them on many machines)
+    monkeypatch.setattr(placement.os, "sched_getaffinity", lambda _pid: set(range(8)))
+    monkeypatch.setattr(placement, "_core_of", lambda cpu: (cpu % 4, cpu % 4 + 4))
+    assert placement.cpu_shares(2) == [[0, 1, 4, 5], [2, 3, 6, 7]]
+    assert placement.cpu_shares(3) == [[0, 1, 4, 5], [2, 6], [3, 7]]  # the first share takes the odd core
+    assert placement.cpu_shares(1) == [] and placement.cpu_shares(5) == []  # one problem, or fewer cores than problems
+
+    environments = []
+    places = placement.LocalPlaces(
+        [GpuSlot(None, {"CUDA_VISIBLE_DEVICES": "0"}, None)], 2, environments.append, share_cpus=True
+    )
+    assert places.describe() == {"gpus": 1, "jobs_per_gpu": 2, "cpus_per_job": [4, 4]}
+    with places._take_slot() as (_, first), places._take_slot() as (_, second):
+        assert {first[CPU_SET_VARIABLE], second[CPU_SET_VARIABLE]} == {"0,1,4,5", "2,3,6,7"}
+        assert first["OMP_NUM_THREADS"] == first["TORCHINDUCTOR_COMPILE_THREADS"] == "4"
+    with places._take_slot() as (_, again):
+        assert again[CPU_SET_VARIABLE] in ("0,1,4,5", "2,3,6,7")  # a finished problem's share is given again
+    unshared = placement.LocalPlaces([GpuSlot(None, {}, None)], 2, environments.append)
+    with unshared._take_slot() as (_, share):
+        assert share == {} and "cpus_per_job" not in unshared.describe()
+
+
+def test_a_worker_keeps_to_the_cpus_it_is_given(monkeypatch):
+    pinned = []
+    monkeypatch.setattr(worker_main.os, "sched_setaffinity", lambda pid, cpus: pinned.append((pid, cpus)))
+    monkeypatch.delenv(CPU_SET_VARIABLE, raising=False)
+    worker_main.keep_to_given_cpus()
+    monkeypatch.setenv(CPU_SET_VARIABLE, "2,3,6,7")
+    worker_main.keep_to_given_cpus()
+    assert pinned == [(0, {2, 3, 6, 7})]

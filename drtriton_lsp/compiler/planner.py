@@ -168,6 +168,21 @@ def replays_by_default(steps: Sequence[KernelLine | KeepLine], graph: OpGraph) -
     return replay_estimate(steps, graph).pays
 
 
+# on a GPU, where `optimize` times the module, the estimate only decides which form is verified first: from 2 steps,
+# a forward whose estimated host time is at least this share of what the replay costs is verified replayed and timed
+# both ways (the estimate is a fit that missed by 1.4-2x on host-bound modules: bench-h200-models-2026-12-04.md)
+REPLAY_TIMED_FROM_RATIO = 0.5
+
+
+def replay_worth_timing(steps: Sequence[KernelLine | KeepLine], graph: OpGraph) -> bool:
+    """Whether a GPU run should measure this forward replayed as CUDA graphs as well as plainly: 2 steps or more,
+    one a kernel, and the replay's estimated saving not far below its cost (REPLAY_TIMED_FROM_RATIO)."""
+    if len(steps) < 2 or not any(isinstance(step, KernelLine) for step in steps):
+        return False
+    estimate = replay_estimate(steps, graph)
+    return estimate.host_s >= REPLAY_TIMED_FROM_RATIO * (estimate.device_s + estimate.copy_s)
+
+
 @dataclass(frozen=True)
 class ReplayEstimate:
     """A forward's times per call at the example sizes, as `replays_by_default` weighs them. A plain call takes about

@@ -19,7 +19,8 @@ from drtriton_lsp import __version__
 from drtriton_lsp.compiler import aten_schemas
 from drtriton_lsp.compiler.codegen import CompiledProgram, compile_graph
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.compiler.script import parse_schedule
+from drtriton_lsp.compiler.planner import replay_worth_timing
+from drtriton_lsp.compiler.script import Schedule, parse_schedule, print_schedule
 from drtriton_lsp.engine.devices import COMMAND_LINE_DEVICE, DeviceOption, describe_device, likely_device, resolve_device
 from drtriton_lsp.engine.gpus import check_gpu_count
 from drtriton_lsp.engine.model_search import CandidateBuilder, WorkerModelMeasurer, run_model_search
@@ -200,8 +201,14 @@ def optimize_target(
     )
     trial = None
     if program.kernels:
-        trial = _verify_and_time(task, graph, program, guards, device, device_info, options, session, clock)
-        search.verified = int(trial.verdict.verified)
+        trial = _verify_and_time_replay_choice(
+            task, graph, program, guards, device, device_info, options, session, clock, search,
+            lambda schedule: compile_graph(
+                graph, prefix=snake_case(target_name), forward_params=list(target.forward_params), has_self=True,
+                schedule=schedule,
+            ),
+        )
+        search.verified += int(trial.verdict.verified)
         if trial.verdict.verified:
             search.first_verified_s = round(trial.verified_at - started, 2)
             search.winner = Winner(COMPILER_ORIGIN)
@@ -498,6 +505,56 @@ def _verify_and_time(
             )
         timing, timing_note = measured["timing"], measured["reason"]
     return _Trial(program, candidate, verdict, timing, timing_note, verified_at)
+
+
+# the plain forward is verified and kept only when it timed faster than the replayed one by more than this share
+PLAIN_FASTER_BY = 0.03
+# verdicts of a replayed module that its plain form may not share: results differing under replay, and the memory the
+# graph's own buffers and input copies take
+REPLAY_FAILURES = ("wrong_under_replay", "memory_limit")
+
+
+def _verify_and_time_replay_choice(
+    task, graph, program: CompiledProgram, guards, device, device_info, options: OptimizeOptions,
+    session: WorkerSession, clock: StageClock, search: SearchSection, compile_schedule,
+) -> _Trial:
+    """`_verify_and_time` of the default program; on a GPU, where replaying its forward as CUDA graphs may pay
+    (planner.replay_worth_timing), the program is verified replayed (the judge also runs it plainly) and timed both
+    ways, and the plain program is verified and kept when it is faster. A given schedule is taken as it is.
+    compile_schedule: schedule script -> CompiledProgram."""
+    steps = parse_schedule(program.schedule).steps
+    measures_replay = (
+        device != "cpu" and options.benchmark and options.schedule is None and replay_worth_timing(steps, graph)
+    )
+    if not measures_replay:
+        return _verify_and_time(task, graph, program, guards, device, device_info, options, session, clock)
+    replayed_program = program if program.replay else compile_schedule(print_schedule(Schedule(steps, replay=True)))
+    replayed = _verify_and_time(task, graph, replayed_program, guards, device, device_info, options, session, clock)
+    replay = replayed.timing.get("replay") if replayed.timing else None
+    if not replayed.verdict.verified:
+        if replayed.verdict.reason not in REPLAY_FAILURES:
+            return replayed  # the plain module runs the same kernels: it would fail alike
+    elif replay is None:
+        return replayed  # not timed (no benchmark could run): nothing to choose by
+    elif replay["plain_ms"] >= replay["replayed_ms"] * (1 - PLAIN_FASTER_BY):
+        search.replay_choice = {**replay, "kept": "replayed"}
+        return replayed
+    # faster plainly, or failed where only the replay could fail it
+    session.step("verifying and timing the forward without its CUDA-graph replay")
+    plain_program = compile_schedule(print_schedule(Schedule(steps)))
+    plain = _verify_and_time(
+        task, graph, plain_program, guards, device, device_info, options, session, clock, stage_prefix="plain "
+    )
+    faster = plain.verdict.verified and (
+        not replayed.verdict.verified
+        or (plain.timing is not None and plain.timing["triton_ms"] < replayed.timing["triton_ms"])
+    )
+    if replay is not None:
+        search.replay_choice = {**replay, "kept": "plain" if faster else "replayed"}
+    kept, other = (plain, replayed) if faster else (replayed, plain)
+    search.candidates += 1  # the other form; the caller counts the kept one
+    search.verified += int(other.verdict.verified)
+    return kept
 
 
 def _search(

@@ -183,7 +183,8 @@ class SearchSection:
     (None: not measured). The rest is written only once set (None: left out of the JSON): stages_s: seconds per
     step (StageClock); capture_note: what the capture could not do ("" nothing); candidates_by_source: {source:
     count}; first_verified_s: seconds to the first verified kernel; winner; note: why the schedule search asked
-    for did not run; schedule_search; model.
+    for did not run; schedule_search; model; replay_choice: the forward timed with and without CUDA-graph replay, and
+    which was kept (`replayed_ms`, `plain_ms`, `kept`).
     """
 
     backend: str
@@ -198,6 +199,7 @@ class SearchSection:
     note: str | None = None
     schedule_search: ScheduleSearchEntry | None = None
     model: ModelSearchEntry | None = None
+    replay_choice: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         entries: dict[str, Any] = {
@@ -218,6 +220,8 @@ class SearchSection:
             entries.update(self.schedule_search.to_json())
         if self.model is not None:
             entries["model"] = self.model.to_json()
+        if self.replay_choice is not None:
+            entries["replay_choice"] = self.replay_choice
         return entries
 
 
@@ -419,6 +423,12 @@ def to_markdown(report: dict[str, Any]) -> str:
             rows.append(("call latency (idle GPU, launch included)", latency_text(timing["latency"])))
         if timing.get("flags"):
             rows.append(("flags", ", ".join(timing["flags"])))
+        if timing.get("replay"):
+            replay = timing["replay"]
+            rows.append((
+                "CUDA-graph replay",
+                f"{_number(replay['replayed_ms'], ' ms')} replayed, {_number(replay['plain_ms'], ' ms')} plain",
+            ))
         if timing.get("previous"):
             earlier = timing["previous"]
             triton_ms = _number(earlier["triton_ms"], " ms")

@@ -26,6 +26,9 @@ REMOTE_HOST_VARIABLE = "DRTRITON_REMOTE_HOST"
 # Set by a caller for the workers that share one GPU (bench's side-by-side problems, training's judges): the lock file
 # worker/gpu_lock.py takes, so verifications run together and each timing alone.
 GPU_LOCK_VARIABLE = "DRTRITON_GPU_LOCK"
+# The CPUs a worker (and every process it starts) runs on, as "0,1,2,3": set by `bench --jobs N`, which gives each of
+# its N problems at a time CPUs of its own, so that one problem's compiles and captures never slow another's timing.
+CPU_SET_VARIABLE = "DRTRITON_CPUS"
 
 
 def request(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ Two measures per callable, both with CUDA events, the L2 flushed before every ca
 
 from __future__ import annotations
 
+import os
 import statistics
 import types
 import time
@@ -20,7 +21,9 @@ from typing import Any, Callable
 
 import torch
 
+from drtriton_lsp.source.dispatch import declares_replay
 from drtriton_lsp.task import Task, load_module_from_source
+from drtriton_lsp.worker.candidate_process import REPLAY_SWITCH
 from drtriton_lsp.worker.gpu_lock import gpu_hold
 from drtriton_lsp.worker.task_runtime import CANDIDATE_MODULE_NAME, build_model, draw_inputs, load_task, scratch_directory
 
@@ -61,6 +64,10 @@ def run_benchmark(params: dict[str, Any], progress: Callable[[str], None]) -> di
             results[MAX_AUTOTUNE] = _time_compiled(eager, inputs, flush_buffer, "max-autotune", notes)
         progress("timing the Triton candidate")
         results["triton"] = time_calls(lambda: candidate(*inputs), flush_buffer)
+        replay = None
+        if declares_replay(params["candidate"]):
+            progress("timing the Triton candidate without its CUDA-graph replay")
+            replay = {"replayed_ms": results["triton"]["median_ms"], "plain_ms": _time_plainly(candidate, inputs, flush_buffer)}
 
     triton = results["triton"]
     hidden_work = _hidden_work(results["eager"], triton)
@@ -86,9 +93,25 @@ def run_benchmark(params: dict[str, Any], progress: Callable[[str], None]) -> di
             "calls": {name: (r["calls"] if r else 0) for name, r in results.items()},
             "flags": flags,
             "notes": "; ".join(notes),
+            # a candidate that replays CUDA graphs, also timed with the replay off (device time of both)
+            "replay": replay,
         },
         "reason": "",
     }
+
+
+def _time_plainly(candidate: torch.nn.Module, inputs: list[Any], flush_buffer: torch.Tensor) -> float:
+    """The median device time (ms) of the candidate with its written-back dispatch's CUDA-graph replay switched off,
+    as a module written back without replay runs (the dispatch reads the switch on every call)."""
+    before = os.environ.get(REPLAY_SWITCH)
+    os.environ[REPLAY_SWITCH] = "0"
+    try:
+        return time_calls(lambda: candidate(*inputs), flush_buffer)["median_ms"]
+    finally:
+        if before is None:
+            del os.environ[REPLAY_SWITCH]
+        else:
+            os.environ[REPLAY_SWITCH] = before
 
 
 def _time_compiled(eager, inputs, flush_buffer, mode: str | None, notes: list[str]) -> dict[str, Any] | None:

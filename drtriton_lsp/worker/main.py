@@ -153,8 +153,18 @@ def serve(protocol_out) -> int:
         protocol.write_message(protocol_out, response)
 
 
+def keep_to_given_cpus() -> None:
+    """Run on the CPUs $DRTRITON_CPUS names, when it names some (`bench --jobs N`): the processes this worker starts
+    (the candidate's, torch.compile's compile workers) inherit them, and the numerical libraries' thread pools were
+    sized to them in the environment this worker was started with."""
+    cpus = os.environ.get(protocol.CPU_SET_VARIABLE)
+    if cpus:
+        os.sched_setaffinity(0, {int(cpu) for cpu in cpus.split(",")})
+
+
 def main() -> int:
     lifetime.end_with_parent()  # before any job: a worker never outlives the process that started it
+    keep_to_given_cpus()
     # Keep the real stdout for protocol messages; point fd 1 (Python and C code alike) at stderr.
     protocol_fd = os.dup(1)
     os.dup2(2, 1)

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from drtriton_lsp.engine.pipeline import OptimizeOptions, optimize_target
 from drtriton_lsp.engine.session import WorkerLimits, WorkerSession
 from drtriton_lsp.engine.verify import verify_candidate
 from drtriton_lsp.runners.local import JobLimits, LocalRunner
@@ -92,3 +93,20 @@ def test_benchmark_times_torch_compile_max_autotune_when_asked_for():
     timing = measured["timing"]
     assert timing["compile_ms"] > 0 and timing["compile_max_autotune_ms"] > 0, timing["notes"]
     assert timing["speedup_vs_compile_max_autotune"] == timing["compile_max_autotune_ms"] / timing["triton_ms"]
+
+
+def test_a_host_bound_forward_is_timed_replayed_and_plainly_and_the_faster_verified_form_is_kept():
+    problem = FIXTURES / "replay" / "two_chains.py"
+    with LocalRunner() as runner:
+        outcome = optimize_target(
+            problem.read_text(), str(problem), "Model", options=OptimizeOptions(device="cuda", trials=2),
+            session=WorkerSession.for_file(runner, str(problem)),
+        )
+    report = outcome.report
+    assert report["status"] == "verified", report["message"]
+    choice = report["search"]["replay_choice"]
+    assert choice["replayed_ms"] > 0 and choice["plain_ms"] > 0
+    replayed = "replay cuda_graph" in report["kernel"]["schedule"]
+    assert choice["kept"] == ("replayed" if replayed else "plain")
+    # the kept form's own timing: a replayed module says both times, a plain one was timed on its own
+    assert (report["timing"]["replay"] is not None) == replayed
