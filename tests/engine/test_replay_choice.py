@@ -89,7 +89,8 @@ def test_the_replayed_form_is_kept_when_it_is_faster(graph, monkeypatch):
 
 
 def test_a_faster_plain_form_is_verified_on_its_own_before_it_is_kept(graph, monkeypatch):
-    stand_in = StandIn(replayed=(None, 0.30, 0.20), plain=(None, 0.21))
+    # its own timing, in another process, may differ: the choice rests on the two timed back to back
+    stand_in = StandIn(replayed=(None, 0.30, 0.20), plain=(None, 0.35))
     trial, search = choose(graph, monkeypatch, stand_in)
     assert not trial.program.replay and stand_in.verified_forms == ["replayed", "plain"]
     assert search.replay_choice["kept"] == "plain"
