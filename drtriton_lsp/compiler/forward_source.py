@@ -1,7 +1,8 @@
 """Source text of the hybrid forward: the graph's ops in order, fused groups as wrapper calls.
 
 Ops left in PyTorch become exact ATen calls (`torch.ops.aten.linear.default(x, self.fc.weight, ...)`),
-so the hybrid computes what the captured graph computes, at any size the graph allows.
+so the hybrid computes what the captured graph computes, at any size the graph allows; views and shape reads are
+written as the tensor methods that call the same ATen overloads (`x.view([-1, 64])`), which cost the host less.
 """
 
 from __future__ import annotations
@@ -26,6 +27,33 @@ UNARY_OPERATORS = {"neg": "-", "pos": "+", "not_": "not "}
 SHAPE_AND_TUPLE_OPS = (
     "getitem", "aten.sym_size.int", "aten.sym_numel.default", "aten.sym_stride.int", "aten.sym_storage_offset.default",
 )
+
+
+# Views and shape reads written as a method of their first argument: the method dispatches to the very same ATen
+# overload with the same arguments, and Python's method binding costs the host less than an OpOverload call (on the
+# CPU machine: view 1.5 against 5.5 us, a size 0.3 against 3.1 us). A forward holds many of these.
+METHOD_CALLS = {
+    "aten.view.default": "view",
+    "aten.reshape.default": "reshape",
+    "aten.unsqueeze.default": "unsqueeze",
+    "aten.squeeze.dim": "squeeze",
+    "aten.squeeze.dims": "squeeze",
+    "aten.permute.default": "permute",
+    "aten.expand.default": "expand",
+    "aten.transpose.int": "transpose",
+    "aten.t.default": "t",
+    "aten.select.int": "select",
+    "aten.narrow.default": "narrow",
+    "aten.flatten.using_ints": "flatten",
+    "aten.split.Tensor": "split",
+    "aten.chunk.default": "chunk",
+    "aten.unbind.int": "unbind",
+    "aten.detach.default": "detach",
+    "aten.sym_size.int": "size",
+    "aten.sym_numel.default": "numel",
+    "aten.sym_stride.int": "stride",
+    "aten.sym_storage_offset.default": "storage_offset",
+}
 
 
 class UnsupportedGraphError(DrtritonError):
@@ -135,6 +163,8 @@ class ForwardWriter:
             )
         arguments += [f"{key}={self.value(value)}" for key, value in node.kwargs.items()]
         op = "aten.reshape.default" if self.relaid and node.op == "aten.view.default" else node.op
+        if op in METHOD_CALLS and node.args and isinstance(node.args[0], dict) and "ref" in node.args[0]:
+            return f"{arguments[0]}.{METHOD_CALLS[op]}({', '.join(arguments[1:])})"
         return f"torch.ops.{op}({', '.join(arguments)})"
 
     def fused_call(self, kernel: KernelPlan) -> str:

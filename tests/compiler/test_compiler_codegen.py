@@ -335,3 +335,22 @@ def test_broadcast_reads_index_the_right_elements_with_either_index_width(int32_
     per_image = torch.randn(3, 1, 1, 1, device=device)
     y = torch.randn(x.shape, device=device)
     torch.testing.assert_close(forward(None, x, per_channel, per_image, y), x * per_channel + per_image * y)
+
+
+class HeadsAndViews(nn.Module):
+    """Views and shape reads around two elementwise chains: the reshape into heads, a transpose and a flatten."""
+
+    def forward(self, x):
+        batch, length, width = x.shape
+        heads = torch.sigmoid(x).view(batch, length, 2, width // 2).transpose(1, 2)
+        merged = (heads * 3.0).permute(0, 2, 1, 3).unsqueeze(0).squeeze(0).flatten(2)
+        return torch.tanh(merged) + x.size(1)
+
+
+def test_views_and_shape_reads_are_written_as_tensor_methods(run_hybrid):
+    program, actual, expected = run_hybrid(HeadsAndViews(), (torch.randn(2, 5, 8),), (torch.randn(3, 7, 12),))
+    torch.testing.assert_close(actual, expected)
+    forward = program.kernel_block[program.kernel_block.index(f"def {program.forward_function}("):]
+    assert ".size(" in forward and ".view([" in forward and ".permute([" in forward
+    # the same ATen overloads as the captured graph's: only the spelling of the call differs
+    assert not any(f"torch.ops.aten.{op}" in forward for op in ("view.", "sym_size.", "permute.", "transpose."))
