@@ -2,8 +2,9 @@
 problems at a time on each; every GPU has its own lock, so a timing has its GPU alone and never waits for another's.
 
 A problem takes the least busy GPU when it starts; its workers see only that GPU (CUDA_VISIBLE_DEVICES) and its lock.
-With several problems at a time, each also runs on CPUs of its own (`cpu_shares`): a host-bound module's timing
-otherwise ran 1.3-1.6x slower while other problems compiled beside it (bench-h200-models-2026-12-04.md).
+With several problems at a time on a GPU, each also runs on CPUs of its own (`cpu_shares`): a host-bound module's
+timing is its host's speed, and other problems' captures and compiles could take every core
+(bench-h200-models-2026-12-04.md, host-and-replay-h200-2026-12-04.md).
 """
 
 from __future__ import annotations

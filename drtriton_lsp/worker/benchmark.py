@@ -9,6 +9,8 @@ Two measures per callable, both with CUDA events, the L2 flushed before every ca
   included, as it is for a lone call. A host clock with a device-wide synchronize runs alongside: if
   the candidate's host time exceeds its event time far more than eager's does, work escaped the timed
   stream, and the host time is used instead (and flagged).
+A candidate whose dispatch replays CUDA graphs is also timed with the replay off, in the same process (`replay`: what
+`optimize` chooses the written form by).
 """
 
 from __future__ import annotations
