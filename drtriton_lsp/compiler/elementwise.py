@@ -19,8 +19,12 @@ from drtriton_lsp.compiler.names import NameScope
 
 # Output dtypes a fused kernel may produce (it computes in float32 and rounds on store).
 FUSIBLE_DTYPES = ("float32", "float16", "bfloat16")
-# Dtypes a fused kernel may read: loaded as float32, except bool (int1: a condition, or 0/1 in math).
-READABLE_DTYPES = FUSIBLE_DTYPES + ("float64", "int64", "int32", "int16", "int8", "uint8", "bool")
+# Integer dtypes a kernel loads as they are: converted to float32 where an op computes with them, compared exactly.
+INTEGER_DTYPES = ("int64", "int32", "int16", "int8", "uint8")
+# Dtypes a fused kernel may read: loaded as float32, except bool (int1: a condition, or 0/1 in math) and integers.
+READABLE_DTYPES = FUSIBLE_DTYPES + ("float64",) + INTEGER_DTYPES + ("bool",)
+# Integer dtypes whose comparisons a kernel makes exactly, on the loaded values (uint8 compares through wider types)
+COMPARED_INTEGER_DTYPES = {"int64": 63, "int32": 31, "int16": 15, "int8": 7}  # dtype -> its value bits
 TRITON_DTYPES = {"float32": "tl.float32", "float16": "tl.float16", "bfloat16": "tl.bfloat16"}
 # Schema argument types, as `str(argument.type)` spells them.
 TENSOR_TYPES = ("Tensor", "Optional[Tensor]")
@@ -134,7 +138,8 @@ class OpRendering:
 
 def float_expression(value: Any) -> str:
     if isinstance(value, TensorOperand):
-        return f"{value.variable}.to(tl.float32)" if value.is_bool else value.variable
+        converted = value.is_bool or value.dtype in INTEGER_DTYPES  # loaded as they are (DomainReads.load_lines)
+        return f"{value.variable}.to(tl.float32)" if converted else value.variable
     return float_literal(value)
 
 
@@ -159,6 +164,8 @@ class ElementwiseOp:
     returns_bool: the op produces a bool tensor (comparisons, logical ops) as an int1 variable.
     float_operands_only: every tensor operand must share one floating dtype (comparisons in
     PyTorch happen in that dtype, so integer operands, exact there, would be rounded here).
+    integer_operands_too: with float_operands_only, operands may instead share one integer dtype
+    (COMPARED_INTEGER_DTYPES), with integer scalars that dtype holds: compared exactly, as loaded.
     bool_operands_only: every tensor operand must be bool (logical ops).
     copies: the op moves its input unchanged (a cast only rounds it on store), so a kernel of such ops alone
     computes nothing.
@@ -172,6 +179,7 @@ class ElementwiseOp:
     may_return_input: bool = False
     returns_bool: bool = False
     float_operands_only: bool = False
+    integer_operands_too: bool = False
     bool_operands_only: bool = False
     copies: bool = False
 
@@ -506,7 +514,10 @@ def _render_threshold(call: OpRendering) -> list[str]:
 
 def _render_comparison(operator: str) -> Renderer:
     def render(call: OpRendering) -> list[str]:
-        other = call.arguments["other"]
+        this, other = call.arguments["self"], call.arguments["other"]
+        if this.dtype in INTEGER_DTYPES:  # integers compare as loaded, exactly (entry_accepts checked the scalar)
+            right = other.variable if isinstance(other, TensorOperand) else repr(int(other))
+            return call.assign(f"{this.variable} {operator} {right}")
         right = call.number("other") if isinstance(other, TensorOperand) else _scalar_in_dtype_of(call, other, "self")
         return call.assign(f"{call.number('self')} {operator} {right}")
 
@@ -645,18 +656,18 @@ ELEMENTWISE_OPS: dict[str, ElementwiseOp] = {
     "aten.addcdiv.default": ElementwiseOp("addcdiv", _render_addcdiv),
     "aten.masked_fill.Scalar": ElementwiseOp("masked_fill", _render_masked_fill, float_operands_only=True),
     "aten.threshold.default": ElementwiseOp("threshold", _render_threshold, float_operands_only=True),
-    "aten.gt.Tensor": ElementwiseOp("gt", _render_comparison(">"), returns_bool=True, float_operands_only=True),
-    "aten.gt.Scalar": ElementwiseOp("gt", _render_comparison(">"), returns_bool=True, float_operands_only=True),
-    "aten.lt.Tensor": ElementwiseOp("lt", _render_comparison("<"), returns_bool=True, float_operands_only=True),
-    "aten.lt.Scalar": ElementwiseOp("lt", _render_comparison("<"), returns_bool=True, float_operands_only=True),
-    "aten.ge.Tensor": ElementwiseOp("ge", _render_comparison(">="), returns_bool=True, float_operands_only=True),
-    "aten.ge.Scalar": ElementwiseOp("ge", _render_comparison(">="), returns_bool=True, float_operands_only=True),
-    "aten.le.Tensor": ElementwiseOp("le", _render_comparison("<="), returns_bool=True, float_operands_only=True),
-    "aten.le.Scalar": ElementwiseOp("le", _render_comparison("<="), returns_bool=True, float_operands_only=True),
-    "aten.eq.Tensor": ElementwiseOp("eq", _render_comparison("=="), returns_bool=True, float_operands_only=True),
-    "aten.eq.Scalar": ElementwiseOp("eq", _render_comparison("=="), returns_bool=True, float_operands_only=True),
-    "aten.ne.Tensor": ElementwiseOp("ne", _render_comparison("!="), returns_bool=True, float_operands_only=True),
-    "aten.ne.Scalar": ElementwiseOp("ne", _render_comparison("!="), returns_bool=True, float_operands_only=True),
+    "aten.gt.Tensor": ElementwiseOp("gt", _render_comparison(">"), returns_bool=True, float_operands_only=True, integer_operands_too=True),
+    "aten.gt.Scalar": ElementwiseOp("gt", _render_comparison(">"), returns_bool=True, float_operands_only=True, integer_operands_too=True),
+    "aten.lt.Tensor": ElementwiseOp("lt", _render_comparison("<"), returns_bool=True, float_operands_only=True, integer_operands_too=True),
+    "aten.lt.Scalar": ElementwiseOp("lt", _render_comparison("<"), returns_bool=True, float_operands_only=True, integer_operands_too=True),
+    "aten.ge.Tensor": ElementwiseOp("ge", _render_comparison(">="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
+    "aten.ge.Scalar": ElementwiseOp("ge", _render_comparison(">="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
+    "aten.le.Tensor": ElementwiseOp("le", _render_comparison("<="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
+    "aten.le.Scalar": ElementwiseOp("le", _render_comparison("<="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
+    "aten.eq.Tensor": ElementwiseOp("eq", _render_comparison("=="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
+    "aten.eq.Scalar": ElementwiseOp("eq", _render_comparison("=="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
+    "aten.ne.Tensor": ElementwiseOp("ne", _render_comparison("!="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
+    "aten.ne.Scalar": ElementwiseOp("ne", _render_comparison("!="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
     "aten.logical_and.default": ElementwiseOp("logical_and", _render_logical("&"), returns_bool=True, bool_operands_only=True),
     "aten.logical_or.default": ElementwiseOp("logical_or", _render_logical("|"), returns_bool=True, bool_operands_only=True),
     "aten.logical_xor.default": ElementwiseOp("logical_xor", _render_logical("^"), returns_bool=True, bool_operands_only=True),
@@ -734,13 +745,31 @@ def entry_accepts(entry: ElementwiseOp, node: OpNode, graph: OpGraph, *, graph_m
             return False
         if argument.name in ("condition", "mask") and not (is_reference and spec.dtype == "bool"):
             return False
-    if entry.float_operands_only and not (len(operand_dtypes) == 1 and operand_dtypes <= set(FUSIBLE_DTYPES)):
+    if entry.float_operands_only and not (
+        (len(operand_dtypes) == 1 and operand_dtypes <= set(FUSIBLE_DTYPES))
+        or (entry.integer_operands_too and _compares_integers_exactly(bound, schema, operand_dtypes))
+    ):
         return False
     if entry.bool_operands_only and operand_dtypes != {"bool"}:
         return False
     if entry.accepts_node is not None and not entry.accepts_node(node, graph):
         return False
     return reads_a_tensor and (entry.accepts is None or entry.accepts(bound))
+
+
+def _compares_integers_exactly(bound: dict[str, Any], schema, operand_dtypes: set[str]) -> bool:
+    """Whether a comparison's tensors share one integer dtype and its scalars are integers that dtype holds (as
+    PyTorch then compares them in that dtype, exactly)."""
+    if len(operand_dtypes) != 1 or next(iter(operand_dtypes)) not in COMPARED_INTEGER_DTYPES:
+        return False
+    bits = COMPARED_INTEGER_DTYPES[next(iter(operand_dtypes))]
+    for argument in schema.arguments:
+        value = bound[argument.name]
+        if isinstance(value, dict) or value is None:
+            continue
+        if type(value) is not int or not -(2**bits) <= value < 2**bits:
+            return False
+    return True
 
 
 def _is_finite_number_or_none(value: Any) -> bool:

@@ -338,9 +338,31 @@ def test_a_scalar_compared_with_half_precision_is_rounded_to_it_first(run_hybrid
     torch.testing.assert_close(actual, expected)
 
 
-def test_comparisons_of_integer_tensors_stay_in_pytorch(compile_model):
-    program = compile_model(TwoInputs(lambda x, y: (x > y) & (x != 3)), (torch.arange(24).view(4, 6), torch.ones(4, 6, dtype=torch.int64)))
-    assert "aten.gt.Tensor" in program.kept_ops
+def test_comparisons_of_integer_tensors_are_exact_in_kernels(run_hybrid):
+    # beyond 2**24 neighbouring integers are one float32: comparing converted values would call them equal
+    model = TwoInputs(lambda x, y: torch.where((x > y) & (x != 2**30 + 1), 1.0, -1.0) * (x == y).float())
+
+    def inputs(shape):
+        base = 2**30 + torch.randint(0, 4, shape)
+        return base, base + torch.randint(-1, 2, shape)
+
+    program, actual, expected = run_hybrid(model, inputs((4, 6)), inputs((9, 13)))
+    assert {"aten.gt.Tensor", "aten.ne.Scalar", "aten.eq.Tensor"} <= set(program.replaced_ops)
+    torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize(
+    "compare, dtype",
+    [
+        (lambda x: x != 0.5, torch.int64),  # a float scalar: PyTorch compares in float
+        (lambda x: x < 200, torch.int8),  # a scalar the dtype cannot hold
+        (lambda x: x > 3, torch.uint8),
+    ],
+)
+def test_integer_comparisons_pytorch_makes_otherwise_stay_in_pytorch(compare, dtype, compile_model):
+    model = OneInput(lambda x: torch.where(compare(x), 1.0, 2.0))
+    program = compile_model(model, (torch.randint(0, 100, (4, 6)).to(dtype),))
+    assert not any(op.startswith(("aten.ne.", "aten.lt.", "aten.gt.")) for op in program.replaced_ops)
 
 
 class IntegerMasks(nn.Module):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Collection, Sequence
 
 from drtriton_lsp.compiler.elementwise import (
+    INTEGER_DTYPES,
     TRITON_DTYPES,
     DeviceHelpers,
     OpRendering,
@@ -146,8 +147,9 @@ class DomainReads:
         masked = f", mask={mask}" if mask else ""
         for read in reads:
             dtype = read.spec.dtype
-            # compute in float32; bool tensors stay int1 so they can serve as conditions
-            convert = "" if dtype in ("float32", "bool") else ".to(tl.float32)"
+            # compute in float32; bool tensors stay int1 so they can serve as conditions, and integers stay as they
+            # are, so they compare exactly (an op that computes with one converts it: elementwise.float_expression)
+            convert = "" if dtype in ("float32", "bool") + INTEGER_DTYPES else ".to(tl.float32)"
             if read.lookup is not None:
                 lines += _lookup_lines(read, index_of_dim, mask, convert, narrow_mask)
                 continue
