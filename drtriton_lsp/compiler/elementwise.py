@@ -524,6 +524,13 @@ def _render_comparison(operator: str) -> Renderer:
     return render
 
 
+def _comparison(short_name: str, operator: str) -> ElementwiseOp:
+    """A comparison's entry: a bool result, from operands of one floating or one integer dtype."""
+    return ElementwiseOp(
+        short_name, _render_comparison(operator), returns_bool=True, float_operands_only=True, integer_operands_too=True
+    )
+
+
 def _render_logical(operator: str) -> Renderer:
     def render(call: OpRendering) -> list[str]:
         return call.assign(f"{call.arguments['self'].variable} {operator} {call.arguments['other'].variable}")
@@ -656,18 +663,18 @@ ELEMENTWISE_OPS: dict[str, ElementwiseOp] = {
     "aten.addcdiv.default": ElementwiseOp("addcdiv", _render_addcdiv),
     "aten.masked_fill.Scalar": ElementwiseOp("masked_fill", _render_masked_fill, float_operands_only=True),
     "aten.threshold.default": ElementwiseOp("threshold", _render_threshold, float_operands_only=True),
-    "aten.gt.Tensor": ElementwiseOp("gt", _render_comparison(">"), returns_bool=True, float_operands_only=True, integer_operands_too=True),
-    "aten.gt.Scalar": ElementwiseOp("gt", _render_comparison(">"), returns_bool=True, float_operands_only=True, integer_operands_too=True),
-    "aten.lt.Tensor": ElementwiseOp("lt", _render_comparison("<"), returns_bool=True, float_operands_only=True, integer_operands_too=True),
-    "aten.lt.Scalar": ElementwiseOp("lt", _render_comparison("<"), returns_bool=True, float_operands_only=True, integer_operands_too=True),
-    "aten.ge.Tensor": ElementwiseOp("ge", _render_comparison(">="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
-    "aten.ge.Scalar": ElementwiseOp("ge", _render_comparison(">="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
-    "aten.le.Tensor": ElementwiseOp("le", _render_comparison("<="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
-    "aten.le.Scalar": ElementwiseOp("le", _render_comparison("<="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
-    "aten.eq.Tensor": ElementwiseOp("eq", _render_comparison("=="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
-    "aten.eq.Scalar": ElementwiseOp("eq", _render_comparison("=="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
-    "aten.ne.Tensor": ElementwiseOp("ne", _render_comparison("!="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
-    "aten.ne.Scalar": ElementwiseOp("ne", _render_comparison("!="), returns_bool=True, float_operands_only=True, integer_operands_too=True),
+    "aten.gt.Tensor": _comparison("gt", ">"),
+    "aten.gt.Scalar": _comparison("gt", ">"),
+    "aten.lt.Tensor": _comparison("lt", "<"),
+    "aten.lt.Scalar": _comparison("lt", "<"),
+    "aten.ge.Tensor": _comparison("ge", ">="),
+    "aten.ge.Scalar": _comparison("ge", ">="),
+    "aten.le.Tensor": _comparison("le", "<="),
+    "aten.le.Scalar": _comparison("le", "<="),
+    "aten.eq.Tensor": _comparison("eq", "=="),
+    "aten.eq.Scalar": _comparison("eq", "=="),
+    "aten.ne.Tensor": _comparison("ne", "!="),
+    "aten.ne.Scalar": _comparison("ne", "!="),
     "aten.logical_and.default": ElementwiseOp("logical_and", _render_logical("&"), returns_bool=True, bool_operands_only=True),
     "aten.logical_or.default": ElementwiseOp("logical_or", _render_logical("|"), returns_bool=True, bool_operands_only=True),
     "aten.logical_xor.default": ElementwiseOp("logical_xor", _render_logical("^"), returns_bool=True, bool_operands_only=True),
