@@ -55,6 +55,11 @@ def main() -> None:
         "torch.add": lambda: torch.add(x, x, out=out),
         "torch.empty": lambda: torch.empty(shape, device="cuda"),
         "expand(...).stride()": lambda: indices[..., None].expand(shape).stride(),
+        # how the hybrid forward used to spell views and shape reads, and how it spells them now (forward_source.py)
+        "torch.ops.aten.view": lambda: torch.ops.aten.view.default(x, [-1, 1024]),
+        "x.view": lambda: x.view([-1, 1024]),
+        "torch.ops.aten.sym_size": lambda: torch.ops.aten.sym_size.int(indices, 1),
+        "x.size": lambda: indices.size(1),
     }
     for name, call in calls.items():
         print(f"{name:24s} {host_microseconds(call):6.1f} us")

@@ -30,8 +30,8 @@ SHAPE_AND_TUPLE_OPS = (
 
 
 # Views and shape reads written as a method of their first argument: the method dispatches to the very same ATen
-# overload with the same arguments, and Python's method binding costs the host less than an OpOverload call (on the
-# CPU machine: view 1.5 against 5.5 us, a size 0.3 against 3.1 us). A forward holds many of these.
+# overload with the same arguments, and Python's method binding costs the host less than an OpOverload call
+# (`benchmarks/launch_cost.py` times both). A forward holds many of these.
 METHOD_CALLS = {
     "aten.view.default": "view",
     "aten.reshape.default": "reshape",
