@@ -41,7 +41,8 @@ Role = Union[Pointwise, Anchored, None]  # None: the op stays a PyTorch call
 class GroupStep:
     """Ops computed by one kernel, in graph order. anchor: the template's op (None: pointwise).
 
-    domain: the output domain the pointwise members (epilogue) run over.
+    domain: the output domain the pointwise members (epilogue) run over; in a pointwise kernel a member of a smaller
+    shape that broadcasts to it is computed for each of its elements, and read only inside the kernel.
     """
 
     members: tuple[str, ...]
@@ -75,7 +76,8 @@ def partition_graph(
     """Greedy, convex fusion in graph (topological) order.
 
     A pointwise op joins the open group(s) of its domain it reads from (merging them; at most one
-    of them anchored), or starts one. An anchored op starts a group, taking as its prologue the open
+    of them anchored), or starts one; into a pointwise group it also takes an open pointwise group of a smaller
+    domain that broadcasts to its own and that nothing else reads (`_inlines_into`). An anchored op starts a group, taking as its prologue the open
     pointwise group that computes its primary input when nothing else reads that group's values.
     A group closes, and its step is emitted, just before the first op outside it that reads one of
     its values. `implied` ops (views, tuple reads) are not placed: they run when first needed, so an
@@ -135,10 +137,13 @@ def partition_graph(
             steps.append(KeepStep(node.name))
         elif isinstance(role, Pointwise):
             joinable: list[_OpenGroup] = []
+            broadcast: list[_OpenGroup] = []
             for group in groups_of(direct):
                 anchored_twice = group.anchor is not None and any(other.anchor for other in joinable)
                 if group.domain == role.domain and not anchored_twice:
                     joinable.append(group)
+                elif _inlines_into(group, node.name, role.domain, readers):
+                    broadcast.append(group)
                 else:
                     close(group)
             if not joinable:
@@ -146,11 +151,15 @@ def partition_graph(
                 open_groups.append(target)
             else:
                 target = next((group for group in joinable if group.anchor), joinable[0])
-                for other in joinable:
-                    if other is not target:
-                        open_groups.remove(other)
-                        for member in other.members:
-                            add(target, member)
+            if target.anchor is not None:
+                for group in broadcast:
+                    close(group)  # an anchored kernel's epilogue reads stored values only
+                broadcast = []
+            for other in joinable + broadcast:
+                if other is not target:
+                    open_groups.remove(other)
+                    for member in other.members:
+                        add(target, member)
             add(target, node.name)
         else:
             prologue = _prologue_group(node, role, direct, open_group_of, readers, by_name)
@@ -170,6 +179,29 @@ def partition_graph(
     for group in list(open_groups):
         close(group)
     return steps
+
+
+def broadcasts_to(smaller: tuple[Dim, ...], domain: tuple[Dim, ...]) -> bool:
+    """Whether values of shape `smaller` broadcast to `domain`: no more dims, aligned at the last, each size equal or 1."""
+    if len(smaller) > len(domain):
+        return False
+    aligned = domain[len(domain) - len(smaller):]
+    return all(size == 1 or size == wanted for size, wanted in zip(smaller, aligned))
+
+
+def _inlines_into(group: _OpenGroup, reader: str, domain: tuple[Dim, ...], readers: dict[str, list[str]]) -> bool:
+    """Whether an open pointwise group of a smaller domain is computed inside `reader`'s kernel instead of stored: its
+    domain broadcasts to `domain` (aligned at the last dims, each size equal or 1) and nothing but its own members and
+    `reader` reads its values. The kernel then computes those ops for every element of the larger domain, reading
+    their inputs broadcast, as Inductor inlines pointwise producers into their consumers."""
+    if group.anchor is not None or group.domain is None or group.domain == domain:
+        return False
+    if not broadcasts_to(group.domain, domain):
+        return False
+    members = set(group.members)
+    return all(
+        other in members or other == reader for member in group.members for other in readers.get(member, [])
+    )
 
 
 def _prologue_group(

@@ -17,7 +17,16 @@ from drtriton_lsp.compiler.fusible import FUSIBLE_OPS, is_fusible
 from drtriton_lsp.compiler.gather import GATHER_OPS, GATHERING_TEMPLATES, gather_members, gathers_in_kernel
 from drtriton_lsp.compiler.graph import OpGraph, OpNode, example_bytes
 from drtriton_lsp.compiler.names import NameScope
-from drtriton_lsp.compiler.partition import Anchored, GroupStep, Pointwise, Role, group_inputs, group_outputs, partition_graph
+from drtriton_lsp.compiler.partition import (
+    Anchored,
+    GroupStep,
+    Pointwise,
+    Role,
+    broadcasts_to,
+    group_inputs,
+    group_outputs,
+    partition_graph,
+)
 from drtriton_lsp.compiler.schedule import KeptOp
 from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, parse_schedule, print_schedule
 from drtriton_lsp.compiler.templates import POINTWISE, ROW, TEMPLATES, anchor_of
@@ -408,6 +417,24 @@ def _check_mutation_order(members, number, position_of, mutating_positions, sche
                 )
 
 
+def _pointwise_domain(roles, readers, members, fail) -> tuple:
+    """The domain a pointwise kernel of `members` runs over: the one output shape every member's broadcasts to. A
+    member of a smaller shape is computed for every element of it (partition._inlines_into), so nothing outside the
+    kernel may read it."""
+    domains = {roles.roles[member].domain for member in members}
+    domain = next((candidate for candidate in domains if all(broadcasts_to(other, candidate) for other in domains)), None)
+    if domain is None:
+        raise fail("its ops have output shapes that do not broadcast to one", "a pointwise kernel's ops share one output shape")
+    for member in members:
+        outside = [reader for reader in readers.get(member, []) if reader not in members]
+        if roles.roles[member].domain != domain and outside:
+            raise fail(
+                f"{member} has a smaller shape than the kernel's and is read by {outside[0]} outside it",
+                "a kernel stores only values of its own shape: give the smaller op a kernel of its own",
+            )
+    return domain
+
+
 def _plan(graph, nodes, roles, readers, template_name, members, params, prefix, number) -> KernelPlan:
     """The kernel plan for `members` under a template; raises ScheduleError if it cannot compute them."""
     def fail(problem: str, hint: str) -> ScheduleError:
@@ -420,10 +447,8 @@ def _plan(graph, nodes, roles, readers, template_name, members, params, prefix, 
     if template_name == POINTWISE.name:
         if anchors:
             raise fail(f"{anchors[0]} ({nodes[anchors[0]].op}) is not elementwise", "keep it, or use its template")
-        domains = {roles.roles[member].domain for member in members}
-        if len(domains) != 1:
-            raise fail("its ops have different output shapes", "a pointwise kernel's ops share one output shape")
-        anchor, prologue, epilogue, domain = None, (), tuple(members), next(iter(domains))
+        domain = _pointwise_domain(roles, readers, members, fail)
+        anchor, prologue, epilogue = None, (), tuple(members)
         reduction, reduced, reduced_epilogue = None, set(), ()
     elif template_name == ROW.name:
         anchor, domain = _row_members(graph, nodes, roles, members, fail)
@@ -453,7 +478,11 @@ def _plan(graph, nodes, roles, readers, template_name, members, params, prefix, 
             if role.primary_input is None or role.primary_input not in prologue:
                 raise fail("this op takes no prologue", "compute its inputs in a separate kernel")
             for member in prologue:
-                if roles.roles[member].domain != role.input_domain:
+                # the primary input is in the anchor's input shape; an op before it may be smaller, computed for every
+                # element (read only inside the kernel: checked below)
+                domain = roles.roles[member].domain
+                wanted = domain == role.input_domain if member == role.primary_input else broadcasts_to(domain, role.input_domain)
+                if not wanted:
                     raise fail(f"prologue op {member} is not in the anchor's input shape", "split it into its own kernel")
                 outside = [r for r in readers.get(member, []) if r not in members and not (r == anchor)]
                 if outside or (anchor in readers.get(member, []) and member != role.primary_input):

@@ -6,10 +6,12 @@ checks each next token with `ScriptGrammar`, which also holds each op to one pla
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from drtriton_lsp.compiler.graph import OpGraph
+from drtriton_lsp.compiler.partition import broadcasts_to
 from drtriton_lsp.models.formats import END_LINE
 
 # Characters that mean something in a regular expression; everything a script holds besides them is literal.
@@ -148,8 +150,14 @@ def kernel_shapes(graph: OpGraph, ops: Sequence[str], view_reads: tuple[tuple[st
 
 
 def _shape_text(shape: Iterable[Any]) -> str:
-    """A shape as text that two equal shapes share (symbolic sizes included), never empty."""
-    return "[" + ", ".join(str(size) for size in shape) + "]"
+    """A shape as text that two equal shapes share (symbolic sizes included), never empty: a JSON list of its sizes'
+    texts (whole numbers as numbers), which `_broadcasts_to` reads back."""
+    return json.dumps([size if isinstance(size, int) else str(size) for size in shape])
+
+
+def _broadcasts_to(smaller: str, domain: str) -> bool:
+    """partition.broadcasts_to on two `_shape_text`s."""
+    return broadcasts_to(tuple(json.loads(smaller)), tuple(json.loads(domain)))
 
 
 def kernel_templates(graph: OpGraph, ops: Sequence[str]) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
@@ -318,16 +326,18 @@ class ScriptGrammar:
             return False
         centre = _centre(template)
         if centre is None:
-            return self._shapes_fit(template, ops, closed)
+            return self._shapes_fit(template, ops, closed, placed)
         centres = sum(self._anchors[op] == centre for op in ops)
         folded = sum(self._anchors[op] == REDUCE_TEMPLATE for op in ops) if centre != REDUCE_TEMPLATE else 0
         if template != ROW_TEMPLATE and (centres > 1 or folded > 1):
             return False
         if not centres:
             return not closed and self._kernel_can_hold(template, placed, ops)
-        return self._shapes_fit(template, ops, closed)
+        return self._shapes_fit(template, ops, closed, placed)
 
-    def _shapes_fit(self, template: str, ops: list[str], closed: bool, anchor: str | None = None) -> bool:
+    def _shapes_fit(
+        self, template: str, ops: list[str], closed: bool, placed: set[str], anchor: str | None = None,
+    ) -> bool:
         """Whether one kernel of `template` may hold `ops` together as the planner sees a kernel line (its op list
         `closed`, or still growing: then only what later ops cannot mend counts; `anchor`: an op still to come that
         the kernel is to be built around, all of `ops` coming before it): no op reads another of the kernel through
@@ -344,7 +354,7 @@ class ScriptGrammar:
         if any(self._view_reads[op] & members for op in ops):
             return False
         if template == POINTWISE_TEMPLATE:
-            return len({self._domain[op] for op in ops}) <= 1
+            return self._pointwise_fits(ops, closed, placed)
         centre = _centre(template)
         if template == ROW_TEMPLATE:
             reductions = [op for op in ops if self._anchors[op] == REDUCE_TEMPLATE]
@@ -371,7 +381,9 @@ class ScriptGrammar:
         if prologue and primary not in prologue and not primary_to_come:
             return False
         for op in prologue:
-            if self._domain[op] != self._input_domain[anchor] or (anchor in self._readers[op] and op != primary):
+            in_shape = (self._domain[op] == self._input_domain[anchor] if op == primary
+                        else _broadcasts_to(self._domain[op], self._input_domain[anchor]))
+            if not in_shape or (anchor in self._readers[op] and op != primary):
                 return False
             outside = [reader for reader in self._readers[op] if reader not in members and reader != anchor]
             if outside and (closed or not all(self._may_join_epilogue(reader, anchor, template, last) for reader in outside)):
@@ -386,6 +398,36 @@ class ScriptGrammar:
             self._primary_input[reduction] in tile and self._input_domain[reduction] == output
             and all(self._domain[op] == self._output_domain[reduction] and not self._reads[op] & tile
                     for op in reduced - {reduction})
+        )
+
+    def _pointwise_fits(self, ops: list[str], closed: bool, placed: set[str]) -> bool:
+        """Whether a pointwise kernel may hold `ops` (planner._pointwise_domain): it runs over one of their shapes that
+        every other broadcasts to, and an op of a smaller shape, computed for each element, is read by nothing outside
+        the kernel (while the list grows, only by later ops that may still join it after `placed`)."""
+        if not ops:
+            return True
+        domains = {self._domain[op] for op in ops}
+        domain = next((candidate for candidate in domains if all(_broadcasts_to(other, candidate) for other in domains)), None)
+        if domain is None:
+            return False
+        members = set(ops)
+        for op in ops:
+            outside = [reader for reader in self._readers[op] if reader not in members]
+            if self._domain[op] != domain and outside and (
+                    closed or not all(self._may_join_pointwise(reader, ops, placed) for reader in outside)):
+                return False
+        return True
+
+    def _may_join_pointwise(self, op: str, ops: list[str], placed: set[str]) -> bool:
+        """Whether `op` may still be listed in a pointwise kernel listing `ops` so far, after `placed`: it and each
+        op it reads that is neither placed nor listed come later, are elementwise, and read no value through a view
+        that is not placed yet."""
+        last = max(self._position[member] for member in ops)
+        needed = {op, *(self._ancestors(op) - placed - set(ops))} if op in self._position else {op}
+        return all(
+            read in self._position and self._position[read] > last and self._anchors[read] == ""
+            and POINTWISE_TEMPLATE in self._templates[read] and self._view_reads[read] <= placed
+            for read in needed
         )
 
     def _may_join_epilogue(self, op: str, anchor: str, template: str, last: int) -> bool:
@@ -425,9 +467,9 @@ class ScriptGrammar:
             before = sorted({*ops, *needed}, key=self._position.__getitem__)
             if self._shapes is not None and any(not self._view_reads[read] <= placed for read in (*needed, op)):
                 continue
-            if centre is None and self._shapes_fit(template, [*before, op], False):
+            if centre is None and self._shapes_fit(template, [*before, op], False, placed):
                 return True
-            if centre is not None and (not before or self._shapes_fit(template, before, False, anchor=op)):
+            if centre is not None and (not before or self._shapes_fit(template, before, False, placed, anchor=op)):
                 return True
         return False
 

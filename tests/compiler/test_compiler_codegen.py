@@ -354,3 +354,34 @@ def test_views_and_shape_reads_are_written_as_tensor_methods(run_hybrid):
     assert ".size(" in forward and ".view([" in forward and ".permute([" in forward
     # the same ATen overloads as the captured graph's: only the spelling of the call differs
     assert not any(f"torch.ops.aten.{op}" in forward for op in ("view.", "sym_size.", "permute.", "transpose."))
+
+
+class GatedChannels(nn.Module):
+    """A gate computed per (sample, channel), broadcast over the pixels: squeeze-and-excitation's last step."""
+
+    def forward(self, x, gate):
+        return x * torch.sigmoid(gate * 2.0)
+
+
+class ShiftedNorm(nn.Module):
+    """A per-feature shift computed from a parameter, added before a layer norm."""
+
+    def __init__(self):
+        super().__init__()
+        self.shift = nn.Parameter(torch.randn(12) * 0.1)
+
+    def forward(self, x):
+        return F.layer_norm(x + torch.exp(self.shift), (12,))
+
+
+def test_a_smaller_pointwise_op_read_by_one_broadcast_op_is_computed_in_its_kernel(run_hybrid):
+    def inputs(batch, size):
+        return torch.randn(batch, 6, size, size), torch.randn(batch, 6, 1, 1)
+
+    program, actual, expected = run_hybrid(GatedChannels(), inputs(2, 5), inputs(3, 7))
+    torch.testing.assert_close(actual, expected)
+    assert program.schedule.splitlines()[0].startswith("kernel pointwise mul,sigmoid,mul_1")
+    assert len(program.kernels) == 1 and not program.kept_ops
+    program, actual, expected = run_hybrid(ShiftedNorm(), (torch.randn(4, 12),), (torch.randn(9, 12),))
+    torch.testing.assert_close(actual, expected)
+    assert len(program.kernels) == 1 and program.schedule.startswith("kernel normalize exp,add,layer_norm")

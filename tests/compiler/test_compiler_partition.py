@@ -16,6 +16,7 @@ from drtriton_lsp.compiler.partition import (
     GroupStep,
     KeepStep,
     Pointwise,
+    broadcasts_to,
     group_inputs,
     group_outputs,
     partition_graph,
@@ -121,8 +122,11 @@ def test_every_op_lands_in_exactly_one_step_of_the_right_kind(nodes):
             if member in prologue:
                 assert by_name[member].spec.shape == role_of(nodes)(by_name[step.anchor]).input_domain
                 assert all(reader in members for reader in readers.get(member, []))
-            else:
-                assert by_name[member].spec.shape == step.domain
+            elif by_name[member].spec.shape != step.domain:
+                # a pointwise op of a smaller shape, inlined into a pointwise kernel: computed for every element of
+                # the kernel's domain, so it must broadcast to it and be read by nothing outside the kernel
+                assert step.anchor is None and broadcasts_to(by_name[member].spec.shape, step.domain)
+                assert all(reader in members for reader in readers.get(member, []))
 
 
 @settings(max_examples=120, deadline=None)
@@ -253,9 +257,18 @@ def test_a_foreign_reader_closes_the_group_before_it():
     ]
 
 
-def test_a_different_domain_closes_the_producer_group_first():
+def test_a_smaller_domain_read_only_by_one_pointwise_op_is_computed_in_its_kernel():
     nodes = [
         synthetic_node("column", "fuse", ("n", 1), ["x"]),
         synthetic_node("grid", "fuse", ("n", 8), ["column", "y"]),
     ]
-    assert partition(nodes) == [GroupStep(("column",), ("n", 1)), GroupStep(("grid",), ("n", 8))]
+    assert partition(nodes) == [GroupStep(("column", "grid"), ("n", 8))]
+
+
+def test_a_different_domain_read_elsewhere_too_closes_the_producer_group_first():
+    nodes = [
+        synthetic_node("column", "fuse", ("n", 1), ["x"]),
+        synthetic_node("grid", "fuse", ("n", 8), ["column", "y"]),
+        synthetic_node("kept", "keep", ("n", 1), ["column"]),
+    ]
+    assert partition(nodes) == [GroupStep(("column",), ("n", 1)), KeepStep("kept"), GroupStep(("grid",), ("n", 8))]

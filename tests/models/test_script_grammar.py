@@ -128,9 +128,16 @@ NORMALIZE = "kernel normalize instance_norm,abs_1,add,div strategy=single rows=1
     [
         # maximum -> stack: a copy kernel reads its inputs as they are stored (issue #18's held `kernel copy` line)
         ("c20d11dd768a19e10a89", f"kernel copy maximum,stack block=1024 warps=4\n{NORMALIZE}", "takes no prologue"),
-        # maximum computes a 0-d tensor, abs_1 a [s17, 1, s48] one
+        # maximum computes a 0-d tensor, which broadcasts to abs_1's [s17, 1, s48]: computed for each of its elements,
+        # it cannot be stored for stack to read
         ("c20d11dd768a19e10a89", "keep instance_norm\nkernel pointwise maximum,abs_1 block=1024 warps=4\nkeep add\n"
-         "keep div\nkeep stack\n", "different output shapes"),
+         "keep div\nkeep stack\n", "is read by stack outside it"),
+        # log_sigmoid's [1, 3] does not broadcast to add's [s17, 3, s59, s38]
+        ("f93887a5ffa4ab97cf50", "".join(f"keep {op}\n" for op in (
+            "sum_1", "sign", "detach", "soft_margin_loss", "cross_entropy_loss", "silu", "mean", "max_pool2d"))
+         + "kernel pointwise log_sigmoid,add,hardsigmoid block=1024 warps=4\n" + "".join(f"keep {op}\n" for op in (
+            "add_1", "selu", "square", "cat", "abs_1", "adaptive_max_pool2d", "add_2", "rms_norm", "add_3")),
+         "do not broadcast to one"),
         # maximum does not feed instance_norm, so it would be its epilogue, in another shape
         ("c20d11dd768a19e10a89", "kernel normalize maximum,instance_norm,abs_1,add,div strategy=single rows=1 "
          "warps=1\nkeep stack\n", "not in the anchor's output shape"),
