@@ -43,22 +43,29 @@ def compile_schedule(graph):
 
 class StandIn:
     """pipeline._verify_and_time for each form: its verdict's reason (None: verified) and its timing (replayed,
-    plain) in ms; records which forms were verified."""
+    plain) in ms, the replayed form's benchmark also timing it plainly; records which forms were verified, and which
+    were benchmarked."""
 
     def __init__(self, replayed: tuple[str | None, float, float], plain: tuple[str | None, float] = (None, 1.0)):
         self.forms = {"replayed": replayed, "plain": plain}
         self.verified_forms: list[str] = []
+        self.benchmarked_forms: list[str] = []
 
-    def __call__(self, task, graph, program, guards, device, device_info, options, session, clock, stage_prefix=""):
+    def __call__(self, task, graph, program, guards, device, device_info, options, session, clock, stage_prefix="",
+                 measured_timing=None):
         form = "replayed" if program.replay else "plain"
         self.verified_forms.append(form)
         reason, triton_ms, *plain_ms = self.forms[form]
         verdict = SimpleNamespace(verified=reason is None, reason=reason)
-        timing = None
-        if reason is None:
+        timing, plain_timing = None, None
+        if reason is None and measured_timing is not None:
+            timing = measured_timing
+        elif reason is None:
+            self.benchmarked_forms.append(form)
             replay = {"replayed_ms": triton_ms, "plain_ms": plain_ms[0]} if program.replay else None
             timing = {"triton_ms": triton_ms, "replay": replay}
-        return _Trial(program, f"# {form}", verdict, timing, "", 0.0)
+            plain_timing = {"triton_ms": plain_ms[0], "replay": None} if program.replay else None
+        return _Trial(program, f"# {form}", verdict, timing, "", 0.0, plain_timing)
 
 
 def choose(graph, monkeypatch, stand_in: StandIn, device="cuda", **options):
@@ -88,11 +95,14 @@ def test_the_replayed_form_is_kept_when_it_is_faster(graph, monkeypatch):
     assert search.candidates == 1
 
 
-def test_a_faster_plain_form_is_verified_on_its_own_before_it_is_kept(graph, monkeypatch):
-    # its own timing, in another process, may differ: the choice rests on the two timed back to back
+def test_a_faster_plain_form_is_verified_on_its_own_and_kept_with_the_timing_measured_beside_the_replayed(
+        graph, monkeypatch):
+    # a benchmark of its own, in another process, may differ (and re-times the baselines): the choice and the report
+    # rest on the two timed back to back
     stand_in = StandIn(replayed=(None, 0.30, 0.20), plain=(None, 0.35))
     trial, search = choose(graph, monkeypatch, stand_in)
     assert not trial.program.replay and stand_in.verified_forms == ["replayed", "plain"]
+    assert stand_in.benchmarked_forms == ["replayed"] and trial.timing == {"triton_ms": 0.20, "replay": None}
     assert search.replay_choice["kept"] == "plain"
     assert (search.candidates, search.verified) == (2, 1)  # the caller counts the kept one
 
@@ -109,10 +119,11 @@ def test_a_plain_form_that_fails_its_own_verification_is_never_kept(graph, monke
     assert trial.program.replay and search.replay_choice["kept"] == "replayed"
 
 
-def test_a_failure_only_the_replay_can_cause_falls_back_to_the_plain_form(graph, monkeypatch):
+def test_a_failure_only_the_replay_can_cause_falls_back_to_the_plain_form_benchmarked_on_its_own(graph, monkeypatch):
     stand_in = StandIn(replayed=("wrong_under_replay", 0.0, 0.0), plain=(None, 0.2))
     trial, _ = choose(graph, monkeypatch, stand_in)
     assert trial.verdict.verified and not trial.program.replay
+    assert stand_in.benchmarked_forms == ["plain"] and trial.timing["triton_ms"] == 0.2
 
 
 def test_a_failure_both_forms_share_is_not_verified_twice(graph, monkeypatch):
