@@ -1,4 +1,6 @@
-"""Host cost of one Triton launch through JITFunction.run (few and many arguments) against PyTorch calls, on a GPU.
+"""Host cost of one Triton launch through JITFunction.run (few and many arguments) against PyTorch calls, on a GPU;
+and where a launch's time goes: the argument binder (specialization), the cache key, the stream query, and the
+compiled kernel's own launcher called directly with everything else cached (what a launch could cost at least).
 
 Usage (GPU): `python benchmarks/launch_cost.py`; prints microseconds of host time per call (enqueue only, the GPU idle).
 """
@@ -61,8 +63,40 @@ def main() -> None:
         "torch.ops.aten.sym_size": lambda: torch.ops.aten.sym_size.int(indices, 1),
         "x.size": lambda: indices.size(1),
     }
+    calls.update(launch_parts(copy_many_arguments, grid, (x, x, x, x, x, out, x.numel(), *range(1, 17)),
+                              {"F1": True, "F2": False, "BLOCK": 1024}))
     for name, call in calls.items():
-        print(f"{name:24s} {host_microseconds(call):6.1f} us")
+        print(f"{name:40s} {host_microseconds(call):6.1f} us")
+
+
+def launch_parts(function, grid, arguments, constants) -> dict:
+    """Callables for the steps of `function[grid](*arguments, **constants)` (JITFunction.run, Triton 3.6 and 3.7):
+    the binder alone, the binder and the cache key, the current stream, and the compiled kernel's launcher called with
+    the bound arguments, metadata and stream of a first call (no hooks). Empty where this Triton's internals differ."""
+    from triton.runtime import driver
+    from triton.runtime.jit import compute_cache_key
+
+    try:
+        kernel = function[grid](*arguments, **constants)
+        device = driver.active.get_current_device()
+        stream = driver.active.get_current_stream(device)
+        kernel_cache, kernel_key_cache, _target, _backend, binder = function.device_caches[device]
+        options = {"debug": False, "instrumentation_mode": ""}
+        bound, specialization, bound_options = binder(*arguments, **constants, **options)
+        values = list(bound.values())
+        grid_0 = grid[0]
+        return {
+            "  of which: binder": lambda: binder(*arguments, **constants, **options),
+            "  of which: binder + cache key": lambda: compute_cache_key(
+                kernel_key_cache, binder(*arguments, **constants, **options)[1], bound_options),
+            "  of which: current device and stream": lambda: driver.active.get_current_stream(
+                driver.active.get_current_device()),
+            "  compiled launcher alone": lambda: kernel.run(
+                grid_0, 1, 1, stream, kernel.function, kernel.packed_metadata, None, None, None, *values),
+        }
+    except Exception as error:  # noqa: BLE001 - internals of another Triton: say so and time the rest
+        print(f"(launch parts not timed: {type(error).__name__}: {error})")
+        return {}
 
 
 if __name__ == "__main__":
