@@ -116,16 +116,23 @@ class DrtritonGraphReplay:
     replaced parameter is a new kind; one changed in place is read by the graph). Its first call runs plainly, is
     captured, replayed on the same inputs and must give bitwise the plain run's results, else that kind stays plain
     (as do calls that are not a graph's: strided inputs, other structures, a capture in progress, a failed capture).
-    Inputs are copied into the graph's buffers and outputs copied out: a returned tensor is never reused.
+    That graph reads copies of the inputs: each call copies its inputs into the graph's buffers. When a kind's call
+    passes the same input memory as its last call (inputs refilled in place, as a loop over static buffers or the
+    caching allocator's reuse gives), a second graph is captured that reads that memory itself, and calls passing it
+    replay that graph without the copies. Outputs are always copied out: a returned tensor is never reused.
     DRTRITON_CUDA_GRAPHS=0 in the environment runs every call plainly.
     """
 
-    KINDS = 8  # graphs kept per forward (each holds its intermediate buffers); later kinds run plainly
+    KINDS = 8  # graphs kept per forward (each holds its intermediate buffers); later calls run plainly or copy inputs
 
     def __init__(self, triton_forward, warn):
         self.triton_forward = triton_forward
         self.warn = warn
-        self.graphs = {}  # kind -> (graph, static inputs, static outputs, finished event), or None: runs plainly
+        # kind -> (graph, static inputs, static outputs, finished event, whether the forward left its inputs as they
+        # were), or None: runs plainly
+        self.graphs = {}
+        self.in_place = {}  # (kind, input addresses) -> (graph, static outputs, finished event), or None: not again
+        self.last_addresses = {}  # kind -> the input addresses of its last call
         self.lock = _drtriton_threading.Lock()
 
     def __call__(self, module, module_tensors, passed):
@@ -136,15 +143,31 @@ class DrtritonGraphReplay:
             if kind is None or self.graphs.get(kind, False) is None:
                 return self.triton_forward(module, *passed)
             if kind not in self.graphs:
-                if len(self.graphs) >= self.KINDS:
+                if len(self.graphs) + len(self.in_place) >= self.KINDS:
                     return self.triton_forward(module, *passed)
-                return self.capture(kind, module, passed)
-            graph, inputs, outputs, finished = self.graphs[kind]
+                self.last_addresses[kind] = self.addresses(passed)
+                captured = self.capture(module, passed, copied_inputs=True)
+                self.graphs[kind] = captured[1]
+                return captured[0]
+            addresses = self.addresses(passed)
+            in_place = self.in_place.get((kind, addresses), False)
+            if in_place is False and self.graphs[kind][4] and self.last_addresses.get(kind) == addresses and (
+                len(self.graphs) + len(self.in_place) < self.KINDS
+            ):
+                captured = self.capture(module, passed, copied_inputs=False)
+                self.in_place[(kind, addresses)] = captured[1]
+                return captured[0]
+            self.last_addresses[kind] = addresses
             stream = torch.cuda.current_stream()
+            if in_place:
+                graph, outputs, finished = in_place
+            else:
+                graph, inputs, outputs, finished, _ = self.graphs[kind]
             stream.wait_event(finished)  # the last replay's outputs are copied out before its buffers are reused
-            for static, value in zip(inputs, passed):
-                if isinstance(static, torch.Tensor):
-                    static.copy_(value)
+            if not in_place:
+                for static, value in zip(inputs, passed):
+                    if isinstance(static, torch.Tensor):
+                        static.copy_(value)
             graph.replay()
             copied = self.copied(outputs)
             finished.record(stream)
@@ -166,19 +189,27 @@ class DrtritonGraphReplay:
         return tuple(key)
 
     @staticmethod
+    def addresses(passed):
+        """Where the call's tensor inputs lie: a graph that reads them in place replays only for the same."""
+        return tuple(value.data_ptr() for value in passed if isinstance(value, torch.Tensor))
+
+    @staticmethod
     def copied(outputs):
         """The outputs as new tensors (a tensor, or a tuple or list of tensors and plain values)."""
         if isinstance(outputs, torch.Tensor):
             return outputs.clone()
         return type(outputs)(value.clone() if isinstance(value, torch.Tensor) else value for value in outputs)
 
-    def capture(self, kind, module, passed):
+    def capture(self, module, passed, copied_inputs):
+        """(the call's plain results, the graph's entry or None): the graph reads copies of the inputs
+        (copied_inputs) or the passed tensors' own memory; None where it cannot be captured or differs from the plain
+        run, or an output is a view of an input. A graph reads the passed memory only where its copied-inputs graph
+        found the forward leaves its inputs as they were (the capture runs it twice more on them)."""
         plain = self.triton_forward(module, *passed)
         flat = [plain] if isinstance(plain, torch.Tensor) else plain
         if not isinstance(flat, (tuple, list)) or not any(isinstance(value, torch.Tensor) for value in flat):
-            self.graphs[kind] = None
-            return plain
-        inputs = [value.clone() if isinstance(value, torch.Tensor) else value for value in passed]
+            return plain, None
+        inputs = [value.clone() if isinstance(value, torch.Tensor) else value for value in passed] if copied_inputs else passed
         graph = torch.cuda.CUDAGraph()
         try:
             side = torch.cuda.Stream()
@@ -195,21 +226,21 @@ class DrtritonGraphReplay:
                 for mine, theirs in zip(replayed, flat)
             )
         except Exception as failure:  # noqa: BLE001 - a forward that cannot be captured runs plainly
-            self.graphs[kind] = None
             self.warn(f"not replayed as a CUDA graph ({type(failure).__name__}: {str(failure)[:120]})")
-            return plain
+            return plain, None
         if not same:
-            self.graphs[kind] = None
             self.warn("not replayed as a CUDA graph (its replay differed from the plain run)")
-            return plain
+            return plain, None
         held = {value.untyped_storage().data_ptr() for value in inputs if isinstance(value, torch.Tensor)}
         if any(isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr() in held for value in replayed):
-            self.graphs[kind] = None  # an output is a view of an input: a copy would not be one of the caller's
-            return plain
+            return plain, None  # an output is a view of an input: a copy would not be one of the caller's
         finished = torch.cuda.Event()
         finished.record(torch.cuda.current_stream())
-        self.graphs[kind] = (graph, inputs, outputs, finished)
-        return plain
+        if not copied_inputs:
+            return plain, (graph, outputs, finished)
+        # the copies went through the warm-up and the replay: equal to the inputs, the forward wrote none of them
+        kept = all(torch.equal(static, value) for static, value in zip(inputs, passed) if isinstance(value, torch.Tensor))
+        return plain, (graph, inputs, outputs, finished, kept)
 
 
 def drtriton_dispatch(triton_forward, specialization, is_method=True, replay=False):

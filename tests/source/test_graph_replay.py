@@ -138,6 +138,47 @@ def test_a_parameter_changed_in_place_is_read_and_one_replaced_is_a_new_graph(re
 
 
 @pytest.mark.gpu
+def test_inputs_refilled_in_place_are_read_where_they_lie_and_other_memory_is_copied(replayed, monkeypatch):
+    user, replays = replayed
+    model = user.Shift().cuda()
+    copies = []
+    copy = torch.Tensor.copy_
+    monkeypatch.setattr(torch.Tensor, "copy_", lambda tensor, *args, **kwargs: (copies.append(1), copy(tensor, *args, **kwargs))[1])
+    x = torch.randn(8, 64, device="cuda")
+    with torch.no_grad():
+        model(x)  # the first call: a graph reading copies of the inputs
+        model(x)  # the same memory again: a second graph, reading it where it lies
+        assert len(user.FORWARD_CALLS) == 6
+        before = len(copies)
+        for _ in range(3):
+            x.copy_(torch.randn(8, 64, device="cuda"))  # new values in the same memory
+            out, _ = model(x)
+            assert close(out, expected(model, x))
+        assert len(copies) == before + 3 and len(user.FORWARD_CALLS) == 6  # only the refills copied
+        other = torch.randn(8, 64, device="cuda")
+        out, _ = model(other)  # other memory: the first graph, the input copied into it
+    assert close(out, expected(model, other)) and len(copies) == before + 4 and len(user.FORWARD_CALLS) == 6
+
+
+@pytest.mark.gpu
+def test_a_forward_that_writes_its_input_never_replays_a_graph_reading_the_callers_memory(replayed):
+    user, _ = replayed
+    original = user.shift_triton_forward
+
+    def writing_forward(self, x):
+        x.mul_(1.5)
+        return original(self, x)
+
+    model = user.Shift().cuda()
+    forward = user.drtriton_dispatch(writing_forward, user.SHIFT_SPECIALIZATION, replay=True)(type(model).forward.reference)
+    x = torch.randn(8, 64, device="cuda")
+    with torch.no_grad():
+        for _ in range(3):
+            forward(model, x)
+    assert len(user.FORWARD_CALLS) == 3  # one capture, reading copies; then replays of that graph only
+
+
+@pytest.mark.gpu
 def test_other_sizes_strided_inputs_and_the_switch_run_as_they_should(replayed, monkeypatch):
     user, replays = replayed
     model = user.Shift().cuda()
