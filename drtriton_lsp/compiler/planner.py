@@ -172,9 +172,7 @@ def default_schedule(graph: OpGraph) -> Schedule:
 def replays_by_default(steps: Sequence[KernelLine | KeepLine], graph: OpGraph) -> bool:
     """Whether the forward of these steps replays as a CUDA graph when no script says: from REPLAY_FROM_STEPS steps,
     when the host time the replay saves exceeds what it adds (`replay_estimate`)."""
-    if len(steps) < REPLAY_FROM_STEPS or not any(isinstance(step, KernelLine) for step in steps):
-        return False
-    return replay_estimate(steps, graph).pays
+    return _may_replay(steps, REPLAY_FROM_STEPS) and replay_estimate(steps, graph).pays
 
 
 # on a GPU, where `optimize` times the module, the estimate only decides which form is verified first: from 2 steps,
@@ -186,10 +184,15 @@ REPLAY_TIMED_FROM_RATIO = 0.5
 def replay_worth_timing(steps: Sequence[KernelLine | KeepLine], graph: OpGraph) -> bool:
     """Whether a GPU run should measure this forward replayed as CUDA graphs as well as plainly: 2 steps or more,
     one a kernel, and the replay's estimated saving not far below its cost (REPLAY_TIMED_FROM_RATIO)."""
-    if len(steps) < 2 or not any(isinstance(step, KernelLine) for step in steps):
+    if not _may_replay(steps, 2):
         return False
     estimate = replay_estimate(steps, graph)
     return estimate.host_s >= REPLAY_TIMED_FROM_RATIO * (estimate.device_s + estimate.copy_s)
+
+
+def _may_replay(steps: Sequence[KernelLine | KeepLine], fewest: int) -> bool:
+    """Whether a replay could save anything: at least `fewest` steps, one of them a kernel."""
+    return len(steps) >= fewest and any(isinstance(step, KernelLine) for step in steps)
 
 
 @dataclass(frozen=True)

@@ -175,15 +175,19 @@ def optimize_target(
     device_info = describe_device(device, devices)
     versions = devices["versions"]
 
-    session.step("generating Triton kernels")
-    with clock.stage("generate"):
-        program = compile_graph(
+    def compile_schedule(schedule: str | None) -> CompiledProgram:
+        """The target's program under a schedule script (None: the compiler's default)."""
+        return compile_graph(
             graph,
             prefix=snake_case(target_name),
             forward_params=list(target.forward_params),
             has_self=True,  # a function target's Task wraps it in a Model, whose forward takes self
-            schedule=options.schedule,
+            schedule=schedule,
         )
+
+    session.step("generating Triton kernels")
+    with clock.stage("generate"):
+        program = compile_schedule(options.schedule)
     search = SearchSection(
         backend="compiler", candidates=1 if program.kernels else 0, verified=0, seconds=0.0,
         stages_s=clock.seconds, capture_note=capture.get("capture_note", ""),
@@ -202,11 +206,7 @@ def optimize_target(
     trial = None
     if program.kernels:
         trial = _verify_and_time_replay_choice(
-            task, graph, program, guards, device, device_info, options, session, clock, search,
-            lambda schedule: compile_graph(
-                graph, prefix=snake_case(target_name), forward_params=list(target.forward_params), has_self=True,
-                schedule=schedule,
-            ),
+            task, graph, program, guards, device, device_info, options, session, clock, search, compile_schedule
         )
         search.verified += int(trial.verdict.verified)
         if trial.verdict.verified:
@@ -215,7 +215,7 @@ def optimize_target(
         if options.search and trial.verdict.verified:
             trial = _search(
                 task, graph, program, guards, trial, device, device_info, options, session, search, versions,
-                target_name, list(target.forward_params), clock,
+                snake_case(target_name), compile_schedule, clock,
             )
         search.candidates_by_source[COMPILER] = search.candidates
     if options.model.enabled:
@@ -566,10 +566,11 @@ def _verify_and_time_replay_choice(
 
 def _search(
     task, graph, program, guards, default, device, device_info, options: OptimizeOptions, session: WorkerSession,
-    search: SearchSection, versions, target_name, forward_params, clock: StageClock,
+    search: SearchSection, versions, name, compile_schedule, clock: StageClock,
 ) -> _Trial:
     """Search the schedule (GPU only: choosing needs timings), then keep whichever whole program,
-    default or searched, is faster end to end. Updates the report's `search` entry in place."""
+    default or searched, is faster end to end. Updates the report's `search` entry in place.
+    name: the target's name in kernel names; compile_schedule: schedule script -> CompiledProgram."""
     if device == "cpu":
         search.note = "not searched: choosing between verified schedules needs timings, and there is no GPU"
         return default
@@ -583,10 +584,7 @@ def _search(
     result = cache.load(key)
     if result is None:
         def candidate_of(schedule: str) -> str:
-            compiled = compile_graph(
-                graph, prefix=snake_case(target_name), forward_params=forward_params, has_self=True, schedule=schedule
-            )
-            return written_back_candidate(task, compiled, guards)
+            return written_back_candidate(task, compile_schedule(schedule), guards)
 
         with clock.stage("search"), session.on_each_gpu(options.search_gpus) as gpu_sessions:
             first, *others = [
@@ -594,7 +592,7 @@ def _search(
                 for gpu_session in gpu_sessions
             ]
             result = search_schedule(
-                graph, parse_schedule(program.schedule), name=snake_case(target_name), measure=first,
+                graph, parse_schedule(program.schedule), name=name, measure=first,
                 budget=budget, progress=session.step, cancel=session.cancel, whole=WholeProgram(task, candidate_of),
                 more_measures=others,
             )
@@ -610,9 +608,7 @@ def _search(
     if result.schedule == program.schedule or session.cancelled():
         search.schedule_search = ScheduleSearchEntry(result.cached, result.stopped, fragments, kept="default")
         return default
-    searched_program = compile_graph(
-        graph, prefix=snake_case(target_name), forward_params=forward_params, has_self=True, schedule=result.schedule
-    )
+    searched_program = compile_schedule(result.schedule)
     session.step("verifying and timing the searched schedule end to end")
     searched = _verify_and_time(
         task, graph, searched_program, guards, device, device_info, options, session, clock, stage_prefix="searched "
