@@ -62,7 +62,8 @@ def compile_graph(
 
     prefix: snake_case name that starts every generated top-level name.
     forward_params: the forward's parameter names in order (without self); user inputs map to
-      them by name. has_self: module target (parameters read as self.<path>) or function target.
+      them by name. has_self: module target (parameters passed by the written dispatch, else read as self.<path>)
+      or function target.
     The same graph and script always give byte-identical source. Raises ScheduleError for a script
     that does not parse or does not fit the graph.
     """

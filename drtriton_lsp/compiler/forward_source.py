@@ -1,6 +1,6 @@
 """Source text of the hybrid forward: the graph's ops in order, fused groups as wrapper calls.
 
-Ops left in PyTorch become exact ATen calls (`torch.ops.aten.linear.default(x, self.fc.weight, ...)`),
+Ops left in PyTorch become exact ATen calls (`torch.ops.aten.linear.default(x, drtriton_module_tensors["fc.weight"])`),
 so the hybrid computes what the captured graph computes, at any size the graph allows; views and shape reads are
 written as the tensor methods that call the same ATen overloads (`x.view([-1, 64])`), which cost the host less.
 """
@@ -17,6 +17,9 @@ from drtriton_lsp.compiler.templates.base import KernelPlan
 from drtriton_lsp.errors import DrtritonError
 
 INDENT = "    "
+# the hybrid forward's keyword parameter through which the written dispatch passes the module tensors its guards
+# read and checked ({target: tensor}), so that the kernels use exactly those and the forward reads none again
+MODULE_TENSORS = "drtriton_module_tensors"
 
 # Symbolic integer math that export records as Python operators (e.g. "<built-in function mul>").
 BINARY_OPERATORS = {
@@ -134,6 +137,10 @@ class ForwardWriter:
             return name
         if graph_input.kind == "user_input":
             return graph_input.target
+        return f"{MODULE_TENSORS}[{graph_input.target!r}]"
+
+    def module_tensor_read(self, graph_input: GraphInput) -> str:
+        """The module tensor read from `self` by its path, as PyTorch finds it (a parameter or buffer)."""
         path = graph_input.target.split(".")
         if all(part.isidentifier() and not keyword.iskeyword(part) for part in path):
             return "self." + graph_input.target
@@ -186,17 +193,33 @@ def render_forward(
     has_self: bool,
     converter: str | None = None,
 ) -> str:
-    """`def name(self, ...)`: every step of the schedule in order, then the graph's outputs.
+    """`def name(self, ..., *, drtriton_module_tensors=None)`: every step of the schedule in order, then the graph's
+    outputs. The module's parameters and buffers come in `drtriton_module_tensors` ({path: tensor}, what the written
+    dispatch's guards read); called without it, the forward reads them from `self` first.
 
     converter: the name of the function that lays out a channels-last convolution's input (needed when a step has a
     layout).
     """
     if converter is None and any(isinstance(step, KeptOp) and step.layout for step in steps):
         raise ValueError("a step with a layout needs the converter's name")
+    if MODULE_TENSORS in forward_params:
+        raise UnsupportedGraphError(
+            f"the forward has a parameter named {MODULE_TENSORS}, the name the generated forward keeps for the module's "
+            "tensors", "rename that parameter",
+        )
     writer = ForwardWriter(graph, forward_params, has_self, converter=converter)
     readers = graph.users()
-    parameters = (["self"] if has_self else []) + list(forward_params)
+    parameters = (["self"] if has_self else []) + list(forward_params) + [f"*, {MODULE_TENSORS}=None"]
     lines = [f"def {name}({', '.join(parameters)}):"]
+    module_tensors = [graph_input for graph_input in graph.inputs if graph_input.kind in ("parameter", "buffer")]
+    if module_tensors:
+        lines += [
+            f"{INDENT}if {MODULE_TENSORS} is None:  # called directly, not through the written dispatch",
+            f"{INDENT * 2}{MODULE_TENSORS} = {{",
+            *(f"{INDENT * 3}{graph_input.target!r}: {writer.module_tensor_read(graph_input)},"
+              for graph_input in module_tensors),
+            f"{INDENT * 2}}}",
+        ]
     nodes = {node.name: node for node in graph.nodes}
     for step in steps:
         if isinstance(step, KernelPlan):

@@ -136,17 +136,18 @@ class DrtritonGraphReplay:
         self.lock = _drtriton_threading.Lock()
 
     def __call__(self, module, module_tensors, passed):
+        """The forward's results for `passed`; module_tensors: {path: tensor} the guards read, passed on to it."""
         if _drtriton_os.environ.get("DRTRITON_CUDA_GRAPHS") == "0" or torch.cuda.is_current_stream_capturing():
-            return self.triton_forward(module, *passed)
-        kind = self.kind(module_tensors, passed)
+            return self.triton_forward(module, *passed, drtriton_module_tensors=module_tensors)
+        kind = self.kind(list(module_tensors.values()), passed)
         with self.lock:
             if kind is None or self.graphs.get(kind, False) is None:
-                return self.triton_forward(module, *passed)
+                return self.triton_forward(module, *passed, drtriton_module_tensors=module_tensors)
             if kind not in self.graphs:
                 if len(self.graphs) + len(self.in_place) >= self.KINDS:
-                    return self.triton_forward(module, *passed)
+                    return self.triton_forward(module, *passed, drtriton_module_tensors=module_tensors)
                 self.last_addresses[kind] = self.addresses(passed)
-                captured = self.capture(module, passed, copied_inputs=True)
+                captured = self.capture(module, module_tensors, passed, copied_inputs=True)
                 self.graphs[kind] = captured[1]
                 return captured[0]
             addresses = self.addresses(passed)
@@ -154,7 +155,7 @@ class DrtritonGraphReplay:
             if in_place is False and self.graphs[kind][4] and self.last_addresses.get(kind) == addresses and (
                 len(self.graphs) + len(self.in_place) < self.KINDS
             ):
-                captured = self.capture(module, passed, copied_inputs=False)
+                captured = self.capture(module, module_tensors, passed, copied_inputs=False)
                 self.in_place[(kind, addresses)] = captured[1]
                 return captured[0]
             self.last_addresses[kind] = addresses
@@ -200,12 +201,12 @@ class DrtritonGraphReplay:
             return outputs.clone()
         return type(outputs)(value.clone() if isinstance(value, torch.Tensor) else value for value in outputs)
 
-    def capture(self, module, passed, copied_inputs):
+    def capture(self, module, module_tensors, passed, copied_inputs):
         """(the call's plain results, the graph's entry or None): the graph reads copies of the inputs
         (copied_inputs) or the passed tensors' own memory; None where it cannot be captured or differs from the plain
         run, or an output is a view of an input. A graph reads the passed memory only where its copied-inputs graph
         found the forward leaves its inputs as they were (the capture runs it twice more on them)."""
-        plain = self.triton_forward(module, *passed)
+        plain = self.triton_forward(module, *passed, drtriton_module_tensors=module_tensors)
         flat = [plain] if isinstance(plain, torch.Tensor) else plain
         if not isinstance(flat, (tuple, list)) or not any(isinstance(value, torch.Tensor) for value in flat):
             return plain, None
@@ -215,10 +216,11 @@ class DrtritonGraphReplay:
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
-                self.triton_forward(module, *inputs)  # lazy initialisation on a side stream, before the capture
+                # lazy initialisation on a side stream, before the capture
+                self.triton_forward(module, *inputs, drtriton_module_tensors=module_tensors)
             torch.cuda.current_stream().wait_stream(side)
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                outputs = self.triton_forward(module, *inputs)
+                outputs = self.triton_forward(module, *inputs, drtriton_module_tensors=module_tensors)
             graph.replay()
             replayed = [outputs] if isinstance(outputs, torch.Tensor) else outputs
             same = type(replayed) is type(flat) and len(replayed) == len(flat) and all(
@@ -251,7 +253,8 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True, replay=Fal
     `specialization` holds: the module's scalar attributes and submodule classes, parameter and input
     dtypes, ranks and fixed sizes, argument values (defaults included), module constants, and the
     training mode. Any other call runs the original, kept as `.reference`; a failed value check says
-    so once through `warnings`. A function's Triton forward receives None for `self`. replay: on CUDA, calls
+    so once through `warnings`. A function's Triton forward receives None for `self`; a module's receives the
+    parameters and buffers the guards checked as `drtriton_module_tensors` ({path: tensor}). replay: on CUDA, calls
     replay CUDA graphs of `triton_forward` (DrtritonGraphReplay).
     """
 
@@ -315,6 +318,7 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True, replay=Fal
         # every other guard on the module reads one attribute of one of them.
         submodules = []  # (path, parent path, attribute, expected class)
         tensors = []  # (label, "module" or "argument", parent path or argument, attribute, dtype, sizes: None where free)
+        module_paths = []  # (index in tensors, path) of each module tensor
         values = []  # (label, "module", "class", "argument" or "global", parent path or name, attribute, expected)
         sizes = []  # (label, [(argument, dim)], low, high): dims that share one free size
         modes = []
@@ -323,6 +327,7 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True, replay=Fal
             if kind == "module":
                 submodules.append((name, parent, attribute, expected[0]))
             elif kind in ("parameter", "buffer"):
+                module_paths.append((len(tensors), name))
                 tensors.append((f"{owner}.{name}", "module", parent, attribute, *expected))
             elif kind == "tensor":
                 tensors.append((f"argument {name!r}", "argument", name, None, *expected))
@@ -424,18 +429,17 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True, replay=Fal
                 if reason is None:
                     passed = [arguments[name] for name in names[1 if is_method else 0:]]
                     device = min(devices)
+                    # the kernels use the very tensors the guards checked: the forward reads none from the module
+                    module_tensors = {path: found[index] for index, path in module_paths}
                     if replayed is not None:
-                        module_tensors = [
-                            tensor for (_, where, *_), tensor in zip(tensors, found) if where == "module"
-                        ]
                         if device != torch.cuda.current_device():
                             with torch.cuda.device(device):
                                 return replayed(module, module_tensors, passed)
                         return replayed(module, module_tensors, passed)
                     if device >= 0 and device != torch.cuda.current_device():
                         with torch.cuda.device(device):
-                            return triton_forward(module, *passed)
-                    return triton_forward(module, *passed)
+                            return triton_forward(module, *passed, drtriton_module_tensors=module_tensors)
+                    return triton_forward(module, *passed, drtriton_module_tensors=module_tensors)
             guard, sentence = reason
             if guard not in warned:
                 warned.add(guard)

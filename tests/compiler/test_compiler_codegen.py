@@ -83,7 +83,7 @@ def test_a_function_target_has_no_self(load_program, device):
         warnings.simplefilter("ignore")
         graph = capture_graph(GatedFunction(), (torch.randn(4, 6), torch.randn(4, 6)))
     program = compile_graph(graph, prefix="gated", forward_params=["x", "gate"], has_self=False)
-    assert "def gated_triton_forward(x, gate):" in program.kernel_block
+    assert "def gated_triton_forward(x, gate, *, drtriton_module_tensors=None):" in program.kernel_block
     x, gate = torch.randn(37, 53, device=device), torch.randn(37, 53, device=device)
     actual = getattr(load_program(program), program.forward_function)(x, gate)
     torch.testing.assert_close(actual, torch.sigmoid(gate) * x)
@@ -103,6 +103,19 @@ def test_parameters_under_numbered_submodules_are_read_with_get_parameter(run_hy
     assert "self.get_parameter('0.weight')" in program.kernel_block
     assert not program.kept_ops
     torch.testing.assert_close(actual, expected)
+
+
+def test_the_forward_computes_with_the_module_tensors_it_is_given_and_reads_its_own_without_them(
+        compile_model, load_program):
+    model = nn.Sequential(nn.Linear(6, 6), nn.Tanh()).eval()
+    x = torch.randn(4, 6)
+    program = compile_model(model, (x,))
+    forward = getattr(load_program(program), program.forward_function)
+    # what the written dispatch passes: the tensors its guards read and checked, by path
+    given = {"0.weight": torch.eye(6), "0.bias": torch.zeros(6)}
+    with torch.no_grad():
+        torch.testing.assert_close(forward(model, x, drtriton_module_tensors=given), torch.tanh(x))
+        torch.testing.assert_close(forward(model, x), model(x))  # called directly: its own parameters
 
 
 class InPlaceUpdates(nn.Module):
@@ -216,7 +229,7 @@ def test_capitalised_forward_parameters_are_the_hybrid_forward_parameters(run_hy
         (torch.randn(4, 6), torch.randn(4, 6), 0.5, torch.randn(4, 6)),
         (torch.randn(9, 5), torch.randn(9, 5), 0.5, torch.randn(9, 5)),
     )
-    assert "_triton_forward(self, A, B, alpha, C):" in program.kernel_block
+    assert "_triton_forward(self, A, B, alpha, C, *, drtriton_module_tensors=None):" in program.kernel_block
     torch.testing.assert_close(actual, expected)
 
 

@@ -167,7 +167,10 @@ def test_the_convolution_and_its_epilogue_are_both_stored_when_both_are_read(run
 
     program, actual, expected = run_conv(ConvAndGate(), (randn(2, 3, 6, 6),), (randn(3, 3, 7, 9),))
     assert len(program.kernels) == 1
-    assert "    conv2d, sigmoid = model_fused_conv2d_mul_sigmoid(x, self.conv.weight, self.conv.bias)\n" in program.kernel_block
+    assert (
+        "    conv2d, sigmoid = model_fused_conv2d_mul_sigmoid(x, drtriton_module_tensors['conv.weight'], "
+        "drtriton_module_tensors['conv.bias'])\n"
+    ) in program.kernel_block
     for got, want in zip(actual, expected):
         torch.testing.assert_close(got, want, **FLOAT32)
 

@@ -139,7 +139,7 @@ def test_the_product_is_stored_too_when_another_op_reads_it(run_fused):
     model = Function(product_and_row_sums, w=randn(13, 19))
     program, actual, expected = run_fused(model, (randn(4, 13), randn(4)), (randn(37, 13), randn(37)))
     assert len(program.kernels) == 1
-    assert "    matmul, sum_1 = model_fused_matmul_sum(x, self.w)\n" in program.kernel_block
+    assert "    matmul, sum_1 = model_fused_matmul_sum(x, drtriton_module_tensors['w'])\n" in program.kernel_block
     for got, want in zip(actual, expected):
         torch.testing.assert_close(got, want, **FLOAT32)
 

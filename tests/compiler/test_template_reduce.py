@@ -287,7 +287,7 @@ def test_epilogue_ops_run_on_the_reduced_rows(run_hybrid):
     program, actual, expected = run_hybrid(model, (torch.randn(4, 6, 7),), (strided_input(),))
     assert len(program.kernels) == 1
     # the sum is returned too, so the kernel stores it beside the epilogue's result
-    assert "    sum_1, add = model_fused_sum_mul_tanh_add(x, self.bias)\n" in program.kernel_block
+    assert "    sum_1, add = model_fused_sum_mul_tanh_add(x, drtriton_module_tensors['bias'])\n" in program.kernel_block
     assert_same(actual, expected)
 
 

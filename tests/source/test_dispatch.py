@@ -37,6 +37,7 @@ GELU_GUARDS = [
 USER_FILE = '''
 OFFSET = 0.25
 KERNEL_CALLS = []
+MODULE_TENSORS = []
 
 
 {helper}
@@ -44,12 +45,14 @@ KERNEL_CALLS = []
 {scaled_guards}
 {gelu_guards}
 
-def scaled_triton_forward(self, x, gate, alpha, mode):
+def scaled_triton_forward(self, x, gate, alpha, mode, *, drtriton_module_tensors):
+    MODULE_TENSORS.append(drtriton_module_tensors)
     KERNEL_CALLS.append(("scaled", alpha, mode))
     return torch.full_like(x, -1.0)
 
 
-def gelu_triton_forward(self, x, scale):
+def gelu_triton_forward(self, x, scale, *, drtriton_module_tensors):
+    MODULE_TENSORS.append(drtriton_module_tensors)
     KERNEL_CALLS.append(("gelu", scale))
     return torch.full_like(x, -1.0)
 
@@ -125,6 +128,8 @@ def test_the_verified_call_runs_the_kernels_with_every_argument_bound(user):
 
     assert kernels_ran(result) and kernels_ran(keyword) and warned == []
     assert user.KERNEL_CALLS == [("scaled", 1.0, "fast"), ("scaled", 1.0, "fast")]
+    # the kernels get the very parameter the guards checked, by its path
+    assert all(tensors.keys() == {"weight"} and tensors["weight"] is model.weight for tensors in user.MODULE_TENSORS)
 
 
 def test_a_function_called_with_its_default_omitted_or_passed_by_keyword_runs_the_kernels(user):
@@ -133,6 +138,7 @@ def test_a_function_called_with_its_default_omitted_or_passed_by_keyword_runs_th
 
     assert kernels_ran(omitted) and kernels_ran(keyword)
     assert user.KERNEL_CALLS == [("gelu", 1.702), ("gelu", 1.702)]
+    assert user.MODULE_TENSORS == [{}, {}]  # a function has no module tensors
 
 
 def test_another_scalar_argument_runs_the_original_and_says_so_once(user):

@@ -37,11 +37,12 @@ if triton is not None:
         tl.store(out_ptr + offsets, x * weight + 1.0, mask=mask)
 
 
-def shift_triton_forward(self, x):
+def shift_triton_forward(self, x, *, drtriton_module_tensors):
     FORWARD_CALLS.append(x.shape)
     x = x.contiguous()  # the kernel reads flat offsets
     out = torch.empty_like(x)
-    scaled_shift_kernel[(triton.cdiv(x.numel(), 256),)](x, self.weight, out, x.numel(), x.shape[-1], BLOCK=256)
+    weight = drtriton_module_tensors["weight"]
+    scaled_shift_kernel[(triton.cdiv(x.numel(), 256),)](x, weight, out, x.numel(), x.shape[-1], BLOCK=256)
     return out, x.shape[0]
 
 
@@ -167,9 +168,9 @@ def test_a_forward_that_writes_its_input_runs_plainly_and_writes_the_callers_ten
     user, replays = replayed
     original = user.shift_triton_forward
 
-    def writing_forward(self, x):
+    def writing_forward(self, x, *, drtriton_module_tensors):
         x.mul_(1.5)
-        return original(self, x)
+        return original(self, x, drtriton_module_tensors=drtriton_module_tensors)
 
     model = user.Shift().cuda()
     forward = user.drtriton_dispatch(writing_forward, user.SHIFT_SPECIALIZATION, replay=True)(type(model).forward.reference)
@@ -207,8 +208,8 @@ def test_a_forward_that_cannot_be_captured_runs_plainly_and_says_so_once(replaye
     user, replays = replayed
     original = user.shift_triton_forward
 
-    def syncing_forward(self, x):
-        out, rows = original(self, x)
+    def syncing_forward(self, x, *, drtriton_module_tensors):
+        out, rows = original(self, x, drtriton_module_tensors=drtriton_module_tensors)
         return out * float(out.abs().max() > -1), rows  # a host read of device data: no capture allows it
 
     model = user.Shift().cuda()
