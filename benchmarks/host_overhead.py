@@ -1,10 +1,10 @@
 """Where a written-back module's time goes on the host: the dispatch's guards, the hybrid forward's launches, the GPU.
 
 Takes the report of a `drtriton optimize --json` run (its kernel.source is the written-back module) and times, per call,
-eager PyTorch, the written-back Model (guards + hybrid forward), the guards alone (the hybrid swapped for a no-op) and
-the hybrid forward alone (called without the guards), and that forward replayed as a CUDA graph (an experiment): host
-time to enqueue a few calls (fewer launches than CUDA's queue holds, so the GPU never throttles it) and device time of
-calls queued back to back.
+eager PyTorch, the written-back Model (guards + hybrid forward), the guards alone (the hybrid swapped for a no-op), the
+hybrid forward alone (called without the guards: given the module tensors as the dispatch gives them, and reading them
+itself), and that forward replayed as a CUDA graph (an experiment): host time to enqueue a few calls (fewer launches
+than CUDA's queue holds, so the GPU never throttles it) and device time of calls queued back to back.
 
 Usage (GPU): `PYTHONPATH=$PWD python benchmarks/host_overhead.py REPORT.json [REPORT.json ...]`; with `--device cpu`
 (no GPU: kernels would run under Triton's interpreter) only the guards are timed, on CPU tensors.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import json
 import statistics
 import tempfile
@@ -59,7 +60,7 @@ def host_us(call, synchronize=torch.cuda.synchronize) -> float:
 
 def measure_guards_on_cpu(report_path: Path) -> dict:
     """The guards alone on CPU tensors (the dispatch runs the kernels' stand-in there under TRITON_INTERPRET=1)."""
-    guards_only = load_written_module(report_path, replace_forward="lambda self, *arguments: None")
+    guards_only = load_written_module(report_path, replace_forward="lambda self, *arguments, **keywords: None")
     init = guards_only.get_init_inputs() if hasattr(guards_only, "get_init_inputs") else []
     model = guards_only.Model(*init).eval()
     inputs = guards_only.get_inputs()
@@ -113,7 +114,7 @@ def graphed(forward, model, inputs: list):
 
 def measure(report_path: Path) -> dict:
     written = load_written_module(report_path)
-    guards_only = load_written_module(report_path, replace_forward="lambda self, *arguments: None")
+    guards_only = load_written_module(report_path, replace_forward="lambda self, *arguments, **keywords: None")
     init = written.get_init_inputs() if hasattr(written, "get_init_inputs") else []
     torch.manual_seed(0)
     model = written.Model(*init).eval().cuda()
@@ -121,11 +122,14 @@ def measure(report_path: Path) -> dict:
     guard_model.load_state_dict(model.state_dict())
     inputs = [value.cuda() if isinstance(value, torch.Tensor) else value for value in written.get_inputs()]
     hybrid = next(getattr(written, name) for name in dir(written) if name.endswith("_triton_forward"))
+    module_tensors = dict(itertools.chain(model.named_parameters(), model.named_buffers()))
     calls = {
         "eager": lambda: written.Model.forward.reference(model, *inputs),
         "written-back Model (guards + hybrid)": lambda: model(*inputs),
         "guards alone": lambda: guard_model(*inputs),
-        "hybrid forward alone": lambda: hybrid(model, *inputs),
+        # as the dispatch calls it, with the module tensors its guards read; and called directly, reading them itself
+        "hybrid forward alone": lambda: hybrid(model, *inputs, drtriton_module_tensors=module_tensors),
+        "hybrid forward alone, reading its module tensors": lambda: hybrid(model, *inputs),
     }
     rows = {}
     with torch.no_grad():
