@@ -24,6 +24,7 @@ DISPATCH_HELPER = '''\
 import functools as _drtriton_functools
 import inspect as _drtriton_inspect
 import math as _drtriton_math
+import operator as _drtriton_operator
 import os as _drtriton_os
 import threading as _drtriton_threading
 import warnings as _drtriton_warnings
@@ -351,6 +352,49 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True, replay=Fal
                 parent = parent.rpartition(".")[0]
         submodules.sort(key=lambda entry: entry[0].count("."))
 
+        # Most guards check plain values: a submodule's scalar attributes and flat tuples (a convolution's sizes), and
+        # the module constants. Those of one object are read in one step (operator.attrgetter: getattr itself; a dict
+        # lookup for the constants) and compared as one tuple, with their types (and a tuple's item types). Groups that
+        # all hold pass their entries at once; otherwise the entries are checked one by one, which names the first
+        # that fails.
+        def plain_value(expected):
+            """Whether == and the types decide `expected` (not -0.0, 0.0 or NaN, which == alone does not tell)."""
+            if type(expected) is float:
+                return expected == expected and expected != 0.0
+            return type(expected) in (int, str, bool, type(None))
+
+        groups = {}  # (where, parent path) -> [index into values]
+        for index, (_, where, key, _, expected) in enumerate(values):
+            flat = type(expected) is tuple and all(plain_value(item) for item in expected)
+            if where in ("module", "global") and (plain_value(expected) or flat):
+                groups.setdefault((where, key if where == "module" else None), []).append(index)
+        # (where, parent path, reader, expected values, their types, {position: a tuple's item types})
+        value_groups = []
+        grouped = set()
+        for (where, key), indices in groups.items():
+            if len(indices) > 1:
+                read_names = [values[index][3] if where == "module" else values[index][2] for index in indices]
+                wanted = tuple(values[index][4] for index in indices)
+                reader = (_drtriton_operator.attrgetter if where == "module" else _drtriton_operator.itemgetter)(*read_names)
+                items = {position: tuple(map(type, value)) for position, value in enumerate(wanted) if type(value) is tuple}
+                value_groups.append((where, key, reader, wanted, tuple(map(type, wanted)), items))
+                grouped.update(indices)
+        ungrouped = [entry for index, entry in enumerate(values) if index not in grouped]
+
+        def groups_hold(tree):
+            """Whether every grouped value is the expected one (False too where a group cannot be read in one step)."""
+            for where, key, read, wanted, types, items in value_groups:
+                try:
+                    found = read(tree[key] if where == "module" else reference.__globals__)
+                except (AttributeError, KeyError):
+                    return False
+                if found != wanted or tuple(map(type, found)) != types:
+                    return False
+                for position, item_types in items.items():
+                    if tuple(map(type, found[position])) != item_types:
+                        return False
+            return True
+
         def mismatch(module, arguments, found, tree):
             """(guard, sentence) for the first value the kernels were not verified for; None if none."""
             cls = type(module)
@@ -378,7 +422,7 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True, replay=Fal
                     return f"class of {path}", f"the class of {owner}.{path} is {type(submodule)!r}, the kernels were verified for {expected!r}"
                 if submodule._forward_hooks or submodule._forward_pre_hooks:
                     return f"hooks on {path}", f"{owner}.{path} has a forward hook, which the kernels would skip"
-            for label, where, key, attribute, expected in values:
+            for label, where, key, attribute, expected in ungrouped if groups_hold(tree) else values:
                 if where == "module":
                     value = getattr(tree.get(key, missing), attribute, missing)
                 elif where == "argument":

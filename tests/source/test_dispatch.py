@@ -160,6 +160,8 @@ def test_another_scalar_argument_runs_the_original_and_says_so_once(user):
     [
         (lambda m: setattr(m, "scale", 0.75), "Scaled.scale is 0.75, the kernels were verified for 0.5"),
         (lambda m: setattr(m, "scale", 1), "Scaled.scale is 1, the kernels were verified for 0.5"),
+        # a property the class gains shadows the value still in the instance's __dict__, for the guards as for forward
+        (lambda m: setattr(type(m), "scale", property(lambda self: 0.75)), "Scaled.scale is 0.75"),
         # equal tuples whose items are of another type: not the values the kernels were verified for
         (lambda m: setattr(m, "window", (3.0, 3)), "Scaled.window is (3.0, 3), the kernels were verified for (3, 3)"),
         (lambda m: setattr(m, "window", (True, 3)), "Scaled.window is (True, 3)"),
