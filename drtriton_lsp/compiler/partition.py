@@ -77,8 +77,9 @@ def partition_graph(
 
     A pointwise op joins the open group(s) of its domain it reads from (merging them; at most one
     of them anchored), or starts one; into a pointwise group it also takes an open pointwise group of a smaller
-    domain that broadcasts to its own and that nothing else reads (`_inlines_into`). An anchored op starts a group, taking as its prologue the open
-    pointwise group that computes its primary input when nothing else reads that group's values.
+    domain that broadcasts to its own and that nothing else reads (`_inlines_into`). An anchored op starts a group,
+    taking as its prologue the open pointwise group that computes its primary input when nothing else reads that
+    group's values.
     A group closes, and its step is emitted, just before the first op outside it that reads one of
     its values. `implied` ops (views, tuple reads) are not placed: they run when first needed, so an
     op reading a group through one of them reads it from outside, and the group closes first.
@@ -187,6 +188,11 @@ def broadcasts_to(smaller: tuple[Dim, ...], domain: tuple[Dim, ...]) -> bool:
         return False
     aligned = domain[len(domain) - len(smaller):]
     return all(size == 1 or size == wanted for size, wanted in zip(smaller, aligned))
+
+
+def broadcast_domain(domains: set[tuple[Dim, ...]]) -> tuple[Dim, ...] | None:
+    """The one of `domains` that every other broadcasts to, or None."""
+    return next((candidate for candidate in domains if all(broadcasts_to(other, candidate) for other in domains)), None)
 
 
 def _inlines_into(group: _OpenGroup, reader: str, domain: tuple[Dim, ...], readers: dict[str, list[str]]) -> bool:

@@ -22,6 +22,7 @@ from drtriton_lsp.compiler.partition import (
     GroupStep,
     Pointwise,
     Role,
+    broadcast_domain,
     broadcasts_to,
     group_inputs,
     group_outputs,
@@ -424,8 +425,7 @@ def _pointwise_domain(roles, readers, members, fail) -> tuple:
     """The domain a pointwise kernel of `members` runs over: the one output shape every member's broadcasts to. A
     member of a smaller shape is computed for every element of it (partition._inlines_into), so nothing outside the
     kernel may read it."""
-    domains = {roles.roles[member].domain for member in members}
-    domain = next((candidate for candidate in domains if all(broadcasts_to(other, candidate) for other in domains)), None)
+    domain = broadcast_domain({roles.roles[member].domain for member in members})
     if domain is None:
         raise fail("its ops have output shapes that do not broadcast to one", "a pointwise kernel's ops share one output shape")
     for member in members:
@@ -483,9 +483,9 @@ def _plan(graph, nodes, roles, readers, template_name, members, params, prefix, 
             for member in prologue:
                 # the primary input is in the anchor's input shape; an op before it may be smaller, computed for every
                 # element (read only inside the kernel: checked below)
-                domain = roles.roles[member].domain
-                wanted = domain == role.input_domain if member == role.primary_input else broadcasts_to(domain, role.input_domain)
-                if not wanted:
+                shape = roles.roles[member].domain
+                fits = shape == role.input_domain if member == role.primary_input else broadcasts_to(shape, role.input_domain)
+                if not fits:
                     raise fail(f"prologue op {member} is not in the anchor's input shape", "split it into its own kernel")
                 outside = [r for r in readers.get(member, []) if r not in members and not (r == anchor)]
                 if outside or (anchor in readers.get(member, []) and member != role.primary_input):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from drtriton_lsp.compiler.graph import OpGraph
-from drtriton_lsp.compiler.partition import broadcasts_to
+from drtriton_lsp.compiler.partition import broadcast_domain, broadcasts_to
 from drtriton_lsp.models.formats import END_LINE
 
 # Characters that mean something in a regular expression; everything a script holds besides them is literal.
@@ -151,13 +151,13 @@ def kernel_shapes(graph: OpGraph, ops: Sequence[str], view_reads: tuple[tuple[st
 
 def _shape_text(shape: Iterable[Any]) -> str:
     """A shape as text that two equal shapes share (symbolic sizes included), never empty: a JSON list of its sizes'
-    texts (whole numbers as numbers), which `_broadcasts_to` reads back."""
+    texts (whole numbers as numbers), which `_shape_of` reads back."""
     return json.dumps([size if isinstance(size, int) else str(size) for size in shape])
 
 
-def _broadcasts_to(smaller: str, domain: str) -> bool:
-    """partition.broadcasts_to on two `_shape_text`s."""
-    return broadcasts_to(tuple(json.loads(smaller)), tuple(json.loads(domain)))
+def _shape_of(text: str) -> tuple[Any, ...] | None:
+    """The shape a `_shape_text` holds (None for "", no shape)."""
+    return tuple(json.loads(text)) if text else None
 
 
 def kernel_templates(graph: OpGraph, ops: Sequence[str]) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
@@ -262,6 +262,9 @@ class ScriptGrammar:
             self._readers = dict(zip(constraint.ops, shapes.readers))
             self._primary_input = dict(zip(constraint.ops, shapes.primary_inputs))
             self._input_domain = dict(zip(constraint.ops, shapes.input_domains))
+            # the same shapes read back once, for the broadcast rules (asked at every sampled token)
+            self._domain_shape = {op: _shape_of(text) for op, text in self._domain.items()}
+            self._input_shape = {op: _shape_of(text) for op, text in self._input_domain.items()}
             self._output_domain = dict(zip(constraint.ops, shapes.output_domains))
             self._row_shapes = dict(zip(constraint.ops, shapes.row_shapes))
         self._last: tuple[str, frozenset[str], str] = ("", frozenset(), "")
@@ -382,7 +385,7 @@ class ScriptGrammar:
             return False
         for op in prologue:
             in_shape = (self._domain[op] == self._input_domain[anchor] if op == primary
-                        else _broadcasts_to(self._domain[op], self._input_domain[anchor]))
+                        else broadcasts_to(self._domain_shape[op], self._input_shape[anchor]))
             if not in_shape or (anchor in self._readers[op] and op != primary):
                 return False
             outside = [reader for reader in self._readers[op] if reader not in members and reader != anchor]
@@ -406,14 +409,13 @@ class ScriptGrammar:
         the kernel (while the list grows, only by later ops that may still join it after `placed`)."""
         if not ops:
             return True
-        domains = {self._domain[op] for op in ops}
-        domain = next((candidate for candidate in domains if all(_broadcasts_to(other, candidate) for other in domains)), None)
+        domain = broadcast_domain({self._domain_shape[op] for op in ops})
         if domain is None:
             return False
         members = set(ops)
         for op in ops:
             outside = [reader for reader in self._readers[op] if reader not in members]
-            if self._domain[op] != domain and outside and (
+            if self._domain_shape[op] != domain and outside and (
                     closed or not all(self._may_join_pointwise(reader, ops, placed) for reader in outside)):
                 return False
         return True
