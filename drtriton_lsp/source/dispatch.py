@@ -151,20 +151,19 @@ class DrtritonGraphReplay:
                 captured = self.capture(module, module_tensors, passed, copied_inputs=True)
                 self.graphs[kind] = captured[1]
                 return captured[0]
+            graph, inputs, outputs, finished, inputs_kept = self.graphs[kind]
             addresses = self.addresses(passed)
             in_place = self.in_place.get((kind, addresses), False)
-            if in_place is False and self.graphs[kind][4] and self.last_addresses.get(kind) == addresses and (
+            if in_place is False and inputs_kept and self.last_addresses.get(kind) == addresses and (
                 len(self.graphs) + len(self.in_place) < self.KINDS
             ):
                 captured = self.capture(module, module_tensors, passed, copied_inputs=False)
                 self.in_place[(kind, addresses)] = captured[1]
                 return captured[0]
             self.last_addresses[kind] = addresses
-            stream = torch.cuda.current_stream()
             if in_place:
                 graph, outputs, finished = in_place
-            else:
-                graph, inputs, outputs, finished, _ = self.graphs[kind]
+            stream = torch.cuda.current_stream()
             stream.wait_event(finished)  # the last replay's outputs are copied out before its buffers are reused
             if not in_place:
                 for static, value in zip(inputs, passed):
