@@ -49,7 +49,7 @@ from drtriton_lsp.compiler.templates.writer import H200_STREAMING_MULTIPROCESSOR
 KERNEL_NAMES = (
     "pid", "tiles_m", "tiles_n", "tiles_per_batch", "tiles_in_group", "first_tile_m", "group_rows",
     "tile_m", "tile_n", "batch", "rows", "cols", "ks", "k", "k_start", "acc", "mask", "out_offsets",
-    "M", "N", "K", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "WIDEN_BFLOAT16",
+    "M", "N", "K", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "WIDEN_BFLOAT16", "DESCRIPTORS", "RIGHT_K_CONTIGUOUS",
 )  # fmt: skip
 # the names a kernel with a fused reduction adds (`reduced_count` is spelled by the shared Fold's mean)
 REDUCTION_KERNEL_NAMES = ("row_mask", "reduced_count")
@@ -63,6 +63,13 @@ MAX_TILE_N = 256
 # this (about 6 us at the 48 TFLOP/s cuBLAS reached on that problem) one fused kernel saves a launch and a
 # pass over the output. The threshold is that estimate, not a measured crossover.
 FLOAT32_LIBRARY_FLOPS = 2**28
+# float16/bfloat16 products of at least this many flops (at the example sizes) read their operand tiles through
+# TMA tensor descriptors when the operands' layout allows it at run time. Measured on an H200
+# (benchmarks/matmul_variants.py, bfloat16 linear layers of 34-94 GFLOP): the template's pointer loads reach 64-73 %
+# of cuBLAS, descriptor loads 83-89 %, best with 128x128x64 tiles, 4 warps, 4 stages. Building the descriptors costs
+# host time on every call, so small products, which a launch's host time dominates, keep pointer loads; the
+# threshold (about 1.5 us of tensor-core time) is that reasoning, not a measured crossover.
+DESCRIPTOR_FLOPS = 2**30
 
 
 @dataclass(frozen=True)
@@ -245,6 +252,15 @@ class ProblemSize:
     depth: int
 
 
+def reads_through_descriptors(domain: tuple[Dim, ...], form: MatmulForm, dtype: str, size: "ProblemSize") -> bool:
+    """Whether the kernel may read its operand tiles through TMA tensor descriptors (see DESCRIPTOR_FLOPS): a
+    float16/bfloat16 product with no batch dim to walk and at least one row dim (rows flatten into one matrix)."""
+    batch_dims = [dim for dim in range(form.batch_rank) if domain[dim] != 1]
+    row_dims = [dim for dim in range(form.batch_rank, len(domain) - 1) if domain[dim] != 1]
+    flops = 2 * size.batch * size.rows * size.columns * size.depth
+    return dtype in ("float16", "bfloat16") and not batch_dims and bool(row_dims) and flops >= DESCRIPTOR_FLOPS
+
+
 def problem_size(node: OpNode, form: MatmulForm, graph: OpGraph) -> ProblemSize:
     """The product's sizes, reading a symbol as its example value (see example_size)."""
 
@@ -333,7 +349,12 @@ class MatmulTemplate(Template):
             return {"tile": tile_sizes, "group": 8, "warps": 4, "stages": 3, "precision": "ieee"}
         full_wave = size.batch * math.ceil(size.rows / 128) * math.ceil(size.columns / 128) >= H200_STREAMING_MULTIPROCESSORS
         half = node.spec.dtype != "float32"
-        if full_wave and half:
+        descriptors = reads_through_descriptors(plan.domain, matmul_form(node, graph), node.spec.dtype, size)
+        if full_wave and descriptors:
+            # measured on an H200 (benchmarks/matmul_variants.py, bfloat16): with descriptor loads 128x128x64 tiles,
+            # 4 warps and 4 stages were the fastest on 3 of 4 linear layers and within 1 % on the fourth
+            tile_sizes, warps, stages = (128, 128, 64), 4, 4
+        elif full_wave and half:
             # measured on an H200 (fp16, 4096^3): 128x256x64 with 8 warps ~20 % faster than 128x128x64;
             # a short K (attention scores) leaves nothing to pipeline and runs best on 128x128, 4 warps
             tile_sizes, warps, stages = ((128, 256, 64), 8, 3) if size.depth >= 256 else ((128, 128, 64), 4, 3)
@@ -404,6 +425,10 @@ class MatmulKernel:
         self.right_strides = {dim: scope.fresh(f"{self.right}_stride{dim}") for dim in self.batch_dims}
         self.right_stride_k = scope.fresh(f"{self.right}_stride_k")
         self.right_stride_n = scope.fresh(f"{self.right}_stride_n")
+        size = problem_size(node, form, self.graph)
+        self.descriptors = reads_through_descriptors(self.domain, form, self.dtype, size)
+        self.left_descriptor = scope.fresh(f"{self.left}_desc") if self.descriptors else ""
+        self.right_descriptor = scope.fresh(f"{self.right}_desc") if self.descriptors else ""
         self.variables: dict[str, str] = {}
         self.reads = DomainReads(self.graph, self.domain, domain_values, scope, self.variables, flat_fast_path=True)
         # they join `variables` once the tile's epilogue is written (a value read in both shapes has two names)
@@ -462,6 +487,7 @@ class MatmulKernel:
 
         parameters = (
             [self.left_pointer, self.right_pointer]
+            + ([self.left_descriptor, self.right_descriptor] if self.descriptors else [])
             + self.reads.pointer_parameters()
             + self.reduced_reads.pointer_parameters()
             + list(self.output_pointers.values())
@@ -478,6 +504,7 @@ class MatmulKernel:
             + self.reads.flag_parameters()
             + ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr", "GROUP_M: tl.constexpr"]
             + (["WIDEN_BFLOAT16: tl.constexpr"] if self.dtype == "bfloat16" else [])
+            + (["DESCRIPTORS: tl.constexpr", "RIGHT_K_CONTIGUOUS: tl.constexpr"] if self.descriptors else [])
         )
         lines = ["@triton.jit", f"def {plan.kernel}("]
         lines += [f"{INDENT}{parameter}," for parameter in parameters]
@@ -508,6 +535,11 @@ class MatmulKernel:
             f"BLOCK_M x BLOCK_N output tile: it walks K in BLOCK_K slices with tl.dot ({products}, float32 "
             f"accumulation), then {tail}."
         )
+        if self.descriptors:
+            description += (
+                " With DESCRIPTORS the operand tiles are TMA loads (the wrapper builds the descriptors where the "
+                "operands' layout allows them), else pointer loads."
+            )
         return [f'"""Replaces {replaced}.', ""] + textwrap.wrap(description, GEMM_DOCSTRING_WIDTH) + ['"""']
 
     def _tile_lines(self) -> list[str]:
@@ -553,20 +585,36 @@ class MatmulKernel:
             f"{column_pointers} = {self.right_pointer}{_offset_sum(right_columns)}",
             "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
             "for k_start in range(0, K, BLOCK_K):",
-            f"{INDENT}k = k_start + ks",
-            f"{INDENT}# masked lanes read 0: past K they add nothing to the sums, past M and N nothing is stored",
-            f"{INDENT}{left_tile} = tl.load(",
-            f"{INDENT * 2}{row_pointers} + k[None, :] * {self.left_stride_k},",
-            f"{INDENT * 2}mask=(rows < M)[:, None] & (k < K)[None, :],",
-            f"{INDENT * 2}other=0.0,",
-            f"{INDENT})",
-            f"{INDENT}{right_tile} = tl.load(",
-            f"{INDENT * 2}{column_pointers} + k[:, None] * {self.right_stride_k},",
-            f"{INDENT * 2}mask=(k < K)[:, None] & (cols < N)[None, :],",
-            f"{INDENT * 2}other=0.0,",
-            f"{INDENT})",
         ]
-        return lines + [INDENT + line for line in dot_lines(left_tile, right_tile, self.dtype, self.plan.params["precision"])]
+        pointer_loads = [
+            "k = k_start + ks",
+            "# masked lanes read 0: past K they add nothing to the sums, past M and N nothing is stored",
+            f"{left_tile} = tl.load(",
+            f"{INDENT}{row_pointers} + k[None, :] * {self.left_stride_k},",
+            f"{INDENT}mask=(rows < M)[:, None] & (k < K)[None, :],",
+            f"{INDENT}other=0.0,",
+            ")",
+            f"{right_tile} = tl.load(",
+            f"{INDENT}{column_pointers} + k[:, None] * {self.right_stride_k},",
+            f"{INDENT}mask=(k < K)[:, None] & (cols < N)[None, :],",
+            f"{INDENT}other=0.0,",
+            ")",
+        ]
+        if self.descriptors:
+            body = [
+                "if DESCRIPTORS:",
+                f"{INDENT}# TMA loads of [M, K] and [K, N] (or [N, K]) tiles; past M, N and K they read 0",
+                f"{INDENT}{left_tile} = {self.left_descriptor}.load([tile_m * BLOCK_M, k_start])",
+                f"{INDENT}if RIGHT_K_CONTIGUOUS:",
+                f"{INDENT * 2}{right_tile} = {self.right_descriptor}.load([tile_n * BLOCK_N, k_start]).T",
+                f"{INDENT}else:",
+                f"{INDENT * 2}{right_tile} = {self.right_descriptor}.load([k_start, tile_n * BLOCK_N])",
+                "else:",
+            ] + [INDENT + line for line in pointer_loads]
+        else:
+            body = pointer_loads
+        body += dot_lines(left_tile, right_tile, self.dtype, self.plan.params["precision"])
+        return lines + [INDENT + line for line in body]
 
     @property
     def float_parameters(self) -> list[str]:
@@ -675,6 +723,12 @@ class MatmulKernel:
             f"{INDENT}{columns} = {out_shape}[-1]",
             f"{INDENT}{depth} = {left}.shape[-1]",
         ]
+        descriptor_arguments: list[str] = []
+        if self.descriptors:
+            descriptor_arguments = [scope.fresh(f"{left}_desc"), scope.fresh(f"{right}_desc")]
+            lines += self._descriptor_lines(
+                scope, (left, right), (left_strides, right_strides), descriptor_arguments, (rows, columns, depth)
+            )
         if self.reduction and not isinstance(self.domain[-1], int):
             widened = scope.fresh("BLOCK_N")
             lines += [
@@ -693,6 +747,7 @@ class MatmulKernel:
             lines += [f"{INDENT}# one program per {block_m} x {block_n} output tile", f"{INDENT}{grid} = ({tiles},)"]
         arguments = (
             [left, right]
+            + descriptor_arguments
             + [tensors[read.value] for read in self.reads.reads + self.reduced_reads.reads]
             + list(outputs.values())
             + [rows, columns, depth]
@@ -707,12 +762,69 @@ class MatmulKernel:
             + read_flags
             + [f"BLOCK_M={block_m}", f"BLOCK_N={block_n}", f"BLOCK_K={block_k}", f"GROUP_M={plan.params['group']}"]
             + ([f"WIDEN_BFLOAT16={left}.device.type == 'cpu'"] if self.dtype == "bfloat16" else [])
+            + ([f"DESCRIPTORS={self.descriptor_flag}", f"RIGHT_K_CONTIGUOUS={self.k_contiguous_flag}"] if self.descriptors else [])
             + [f"num_warps={plan.params['warps']}", f"num_stages={plan.params['stages']}"]
         )
         lines.append(f"{INDENT}{plan.kernel}[{grid}](")
         lines += [f"{INDENT * 2}{argument}," for argument in arguments]
         lines += [f"{INDENT})", f"{INDENT}return {returned}"]
         return "\n".join(lines) + "\n"
+
+    def _descriptor_lines(
+        self, scope: NameScope, operands: tuple[str, str], strides: tuple[str, str], descriptors: list[str], sizes: tuple[str, str, str]
+    ) -> list[str]:
+        """Wrapper statements that decide, from the operands' strides and addresses at run time, whether the kernel
+        reads its tiles through TMA descriptors, and build them (None each otherwise: pointer loads).
+
+        A descriptor reads a matrix whose last dim is contiguous, whose row stride is a multiple of 16 bytes and at
+        least the row length, from a 16-byte aligned address: the left operand as [rows, K] (its row dims flatten
+        into one stride, so each must step over the next whole), the right one as [K, N], or as [N, K] when K is
+        its contiguous dim (a linear layer's weight). Any other layout is read through pointers.
+        """
+        (left, right), (left_strides, right_strides), (rows, columns, depth) = operands, strides, sizes
+        left_descriptor, right_descriptor = descriptors
+        block_m, block_n, block_k = self.plan.params["tile"]
+        align = 16 // {"float16": 2, "bfloat16": 2}[self.dtype]
+        flag, k_contiguous = scope.fresh("descriptors"), scope.fresh("right_k_contiguous")
+        right_row_stride = scope.fresh(f"{right}_row_stride")
+        descriptor_class = scope.fresh("TensorDescriptor")
+        self.descriptor_flag, self.k_contiguous_flag = flag, f"{flag} and {k_contiguous}"
+        last_row = self.row_dims[-1]
+        # the row dims flatten into one stride where each one's stride steps over the next one whole
+        flattened = [
+            f"{left_strides}[{outer}] == {left_strides}[{inner}] * {left}.shape[{inner}]"
+            for outer, inner in zip(self.row_dims, self.row_dims[1:])
+        ]
+        conditions = [
+            f"{left_strides}[-1] == 1",
+            f"{left_strides}[{last_row}] % {align} == 0",
+            f"{left_strides}[{last_row}] >= {depth}",
+            *flattened,
+            f"{left}.data_ptr() % 16 == 0",
+            f"{right_strides}[-2 if {k_contiguous} else -1] == 1",
+            f"{right_row_stride} % {align} == 0",
+            f"{right_row_stride} >= ({depth} if {k_contiguous} else {columns})",
+            f"{right}.data_ptr() % 16 == 0",
+        ]
+        lines = [
+            "# TMA descriptors read the operand tiles where their layout allows it (see the kernel), else pointers",
+            f"{k_contiguous} = {right_strides}[-1] != 1",
+            f"{right_row_stride} = {right_strides}[-1] if {k_contiguous} else {right_strides}[-2]",
+            f"{flag} = (",
+            *[f"{INDENT}{condition}{' and' if number < len(conditions) - 1 else ''}" for number, condition in enumerate(conditions)],
+            ")",
+            f"if {flag}:",
+            f"{INDENT}from triton.tools.tensor_descriptor import TensorDescriptor"
+            + (f" as {descriptor_class}" if descriptor_class != "TensorDescriptor" else ""),
+            f"{INDENT}{left_descriptor} = {descriptor_class}({left}, [{rows}, {depth}], [{left_strides}[{last_row}], 1], [{block_m}, {block_k}])",
+            f"{INDENT}if {k_contiguous}:",
+            f"{INDENT * 2}{right_descriptor} = {descriptor_class}({right}, [{columns}, {depth}], [{right_row_stride}, 1], [{block_n}, {block_k}])",
+            f"{INDENT}else:",
+            f"{INDENT * 2}{right_descriptor} = {descriptor_class}({right}, [{depth}, {columns}], [{right_row_stride}, 1], [{block_k}, {block_n}])",
+            "else:",
+            f"{INDENT}{left_descriptor} = {right_descriptor} = None",
+        ]
+        return [f"{INDENT}{line}" for line in lines]
 
     def _permuted(self, lines: list[str], scope: NameScope, tensor: str, order: tuple[int, ...] | None) -> str:
         """The wrapper variable holding `tensor` permuted by `order` (a view); `tensor` itself for None."""

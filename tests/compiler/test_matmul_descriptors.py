@@ -1,0 +1,146 @@
+"""Half-precision matmul kernels read their operand tiles through TMA tensor descriptors where the layout allows it.
+
+The wrapper decides per call, from strides and addresses: these tests count the descriptors it builds (the real class,
+wrapped) and compare every result with PyTorch, on layouts that take descriptors and on layouts that must not.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+import triton.tools.tensor_descriptor as tensor_descriptor
+from torch import nn
+
+from drtriton_lsp.compiler.templates import matmul
+from drtriton_lsp.engine.candidate_policy import policy_violation
+from drtriton_lsp.source.candidate import build_candidate
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
+
+TOLERANCES = {torch.float16: {"atol": 1e-2, "rtol": 1e-2}, torch.bfloat16: {"atol": 1.6e-2, "rtol": 1.6e-2}}
+DTYPES = pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+
+
+@pytest.fixture
+def descriptors_built(monkeypatch) -> list[tuple]:
+    """Every product takes the descriptor path at any size; returns the (shape, strides, block) of each descriptor
+    the generated wrappers build."""
+    monkeypatch.setattr(matmul, "DESCRIPTOR_FLOPS", 0)
+    built = []
+    real = tensor_descriptor.TensorDescriptor
+
+    def recording(base, shape, strides, block_shape, *rest):
+        built.append((list(shape), list(strides), list(block_shape)))
+        return real(base, shape, strides, block_shape, *rest)
+
+    monkeypatch.setattr(tensor_descriptor, "TensorDescriptor", recording)
+    return built
+
+
+class GatedLinear(nn.Module):
+    """A linear layer (weight [N, K]: K contiguous) with a bias and an epilogue."""
+
+    def __init__(self, width: int, hidden: int):
+        super().__init__()
+        self.fc = nn.Linear(width, hidden)
+
+    def forward(self, x):
+        return F.silu(self.fc(x)) * 0.5
+
+
+class Product(nn.Module):
+    def forward(self, x, y):
+        return torch.relu(x @ y)
+
+
+def randn(*shape, dtype):
+    return torch.randn(*shape).to(dtype)
+
+
+@DTYPES
+def test_a_linear_layer_reads_its_weight_as_n_by_k_tiles(dtype, run_hybrid, descriptors_built):
+    model = GatedLinear(24, 40).to(dtype)
+    program, actual, expected = run_hybrid(model, (randn(4, 24, dtype=dtype),), (randn(37, 24, dtype=dtype),))
+    assert "RIGHT_K_CONTIGUOUS" in program.kernel_block
+    block_m, block_n, block_k = (int(size) for size in program.schedule.split("tile=")[1].split()[0].split("x"))
+    # rows 37 x K 24 (row stride 24), and the weight as [N 40, K 24]: tiles of [N, K]
+    assert descriptors_built == [([37, 24], [24, 1], [block_m, block_k]), ([40, 24], [24, 1], [block_n, block_k])]
+    torch.testing.assert_close(actual, expected, **TOLERANCES[dtype])
+
+
+@DTYPES
+def test_a_row_major_right_operand_reads_k_by_n_tiles(dtype, run_hybrid, descriptors_built):
+    program, actual, expected = run_hybrid(
+        Product(), (randn(4, 8, dtype=dtype), randn(8, 16, dtype=dtype)), (randn(21, 40, dtype=dtype), randn(40, 48, dtype=dtype))
+    )
+    assert [shape for shape, _, _ in descriptors_built] == [[21, 40], [40, 48]]
+    torch.testing.assert_close(actual, expected, **TOLERANCES[dtype])
+
+
+def test_leading_dims_flatten_into_the_rows_of_one_descriptor(run_hybrid, descriptors_built):
+    model = GatedLinear(16, 24).to(torch.float16)
+    program, actual, expected = run_hybrid(
+        model, (randn(2, 3, 16, dtype=torch.float16),), (randn(3, 5, 16, dtype=torch.float16),)
+    )
+    assert descriptors_built[0][:2] == ([15, 16], [16, 1])
+    torch.testing.assert_close(actual, expected, **TOLERANCES[torch.float16])
+
+
+@pytest.mark.parametrize(
+    "layout",
+    ["row stride not a multiple of 16 bytes", "address not 16-byte aligned", "rows that do not flatten", "m contiguous"],
+)
+def test_layouts_a_descriptor_cannot_read_go_through_pointers(layout, run_hybrid, descriptors_built):
+    dtype = torch.float16
+    model = GatedLinear(16, 24).to(dtype)
+    example = (randn(2, 3, 16, dtype=dtype),)
+    if layout == "row stride not a multiple of 16 bytes":
+        x = randn(3, 5, 20, dtype=dtype)[..., :16]  # rows 20 elements (40 bytes) apart
+    elif layout == "address not 16-byte aligned":
+        x = randn(3 * 5 * 16 + 1, dtype=dtype)[1:].view(3, 5, 16)  # starts 2 bytes past an aligned address
+    elif layout == "rows that do not flatten":
+        x = randn(5, 3, 16, dtype=dtype).transpose(0, 1)  # dim 0 steps over 16 elements, dim 1 over 48
+    else:
+        x = randn(16, 3, 5, dtype=dtype).permute(1, 2, 0)  # K is the slowest dim
+    program, actual, expected = run_hybrid(model, example, (x,))
+    assert "DESCRIPTORS" in program.kernel_block
+    assert descriptors_built == []
+    torch.testing.assert_close(actual, expected, **TOLERANCES[dtype])
+
+
+def test_small_products_and_float32_keep_pointer_loads(compile_model):
+    small = compile_model(GatedLinear(16, 24).to(torch.float16), (randn(4, 16, dtype=torch.float16),))
+    exact = compile_model(GatedLinear(16, 24), (randn(4, 16, dtype=torch.float32),))
+    assert matmul.DESCRIPTOR_FLOPS > 2 * 4 * 16 * 24
+    assert "DESCRIPTORS" not in small.kernel_block and "DESCRIPTORS" not in exact.kernel_block
+
+
+TASK = '''
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(24, 40)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def get_inputs():
+    return [torch.randn(4, 24, dtype=torch.bfloat16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_the_verifier_policy_accepts_a_candidate_that_builds_descriptors(compile_model, descriptors_built):
+    program = compile_model(nn.Linear(24, 40).to(torch.bfloat16), (randn(4, 24, dtype=torch.bfloat16),))
+    candidate = build_candidate(TASK, program, "Triton candidate for Model.")
+    assert "from triton.tools.tensor_descriptor import TensorDescriptor" in candidate
+    assert policy_violation(candidate, TASK) is None
