@@ -1,10 +1,14 @@
 """Half-precision matmul kernels read their operand tiles through TMA tensor descriptors where the layout allows it.
 
-The wrapper decides per call, from strides and addresses: these tests count the descriptors it builds (the real class,
-wrapped) and compare every result with PyTorch, on layouts that take descriptors and on layouts that must not.
+The wrapper decides per call, from strides and addresses: these tests count the descriptors it builds (through a
+stand-in module that records them) and compare every result with PyTorch, on layouts that take descriptors and on
+layouts that must not.
 """
 
 from __future__ import annotations
+
+import sys
+import types
 
 import pytest
 import torch
@@ -28,13 +32,16 @@ def descriptors_built(monkeypatch) -> list[tuple]:
     the generated wrappers build."""
     monkeypatch.setattr(matmul, "DESCRIPTOR_FLOPS", 0)
     built = []
-    real = tensor_descriptor.TensorDescriptor
 
     def recording(base, shape, strides, block_shape, *rest):
         built.append((list(shape), list(strides), list(block_shape)))
-        return real(base, shape, strides, block_shape, *rest)
+        return tensor_descriptor.TensorDescriptor(base, shape, strides, block_shape, *rest)
 
-    monkeypatch.setattr(tensor_descriptor, "TensorDescriptor", recording)
+    # the wrappers import the class by its module's name; Triton's own code keeps the real module (patching the
+    # class there would change how Triton's launcher tells a descriptor argument from a tensor)
+    stand_in = types.ModuleType(tensor_descriptor.__name__)
+    stand_in.TensorDescriptor = recording
+    monkeypatch.setitem(sys.modules, tensor_descriptor.__name__, stand_in)
     return built
 
 
