@@ -1,14 +1,16 @@
 """Half-precision matmul kernels read their operand tiles through TMA tensor descriptors where the layout allows it.
 
-The wrapper decides per call, from strides and addresses: these tests count the descriptors it builds (through a
-stand-in module that records them) and compare every result with PyTorch, on layouts that take descriptors and on
-layouts that must not.
+The wrapper decides per call, from strides and addresses: these tests record the descriptors it builds and compare
+every result with PyTorch, on layouts that take descriptors and on layouts that must not.
 """
 
 from __future__ import annotations
 
+import builtins
+import importlib.util
 import sys
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,23 +28,51 @@ TOLERANCES = {torch.float16: {"atol": 1e-2, "rtol": 1e-2}, torch.bfloat16: {"ato
 DTYPES = pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
 
 
-@pytest.fixture
-def descriptors_built(monkeypatch) -> list[tuple]:
-    """Every product takes the descriptor path at any size; returns the (shape, strides, block) of each descriptor
-    the generated wrappers build."""
-    monkeypatch.setattr(matmul, "DESCRIPTOR_FLOPS", 0)
-    built = []
+class RecordingRun:
+    """Compiles a module with every product on the descriptor path (any size), runs the generated forward and
+    PyTorch's at test inputs, and records the (shape, strides, block) of each descriptor the wrappers build.
 
-    def recording(base, shape, strides, block_shape, *rest):
-        built.append((list(shape), list(strides), list(block_shape)))
+    The generated module is imported with its own `__import__`, which hands it a stand-in for the descriptor module:
+    Triton's own code (its launcher tells descriptor arguments from tensors by that class) is left as it is.
+    """
+
+    def __init__(self, compile_model, directory: Path, device: str):
+        self.compile_model, self.directory, self.device = compile_model, directory, device
+        self.built: list[tuple] = []
+        stand_in = types.ModuleType(tensor_descriptor.__name__)
+        stand_in.TensorDescriptor = self._record
+
+        def importing(name, *arguments, **keywords):
+            return stand_in if name == tensor_descriptor.__name__ else builtins.__import__(name, *arguments, **keywords)
+
+        self.builtins = {**vars(builtins), "__import__": importing}
+
+    def _record(self, base, shape, strides, block_shape, *rest):
+        self.built.append((list(shape), list(strides), list(block_shape)))
         return tensor_descriptor.TensorDescriptor(base, shape, strides, block_shape, *rest)
 
-    # the wrappers import the class by its module's name; Triton's own code keeps the real module (patching the
-    # class there would change how Triton's launcher tells a descriptor argument from a tensor)
-    stand_in = types.ModuleType(tensor_descriptor.__name__)
-    stand_in.TensorDescriptor = recording
-    monkeypatch.setitem(sys.modules, tensor_descriptor.__name__, stand_in)
-    return built
+    def __call__(self, model: nn.Module, example_inputs: tuple, test_inputs: tuple):
+        model = model.eval().to(self.device)
+        program = self.compile_model(model, tuple(value.to(self.device) for value in example_inputs))
+        name = f"descriptor_program_{len(list(self.directory.iterdir()))}"
+        path = self.directory / f"{name}.py"
+        path.write_text("\n".join(program.required_imports) + "\n\n\n" + program.kernel_block)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        module.__dict__["__builtins__"] = self.builtins  # before its functions exist: they keep these builtins
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        test_inputs = tuple(value.to(self.device) for value in test_inputs)
+        with torch.no_grad():
+            expected = model(*test_inputs)
+            actual = getattr(module, program.forward_function)(model, *test_inputs)
+        return program, actual, expected
+
+
+@pytest.fixture
+def run_recording(monkeypatch, compile_model, tmp_path, device) -> RecordingRun:
+    monkeypatch.setattr(matmul, "DESCRIPTOR_FLOPS", 0)
+    return RecordingRun(compile_model, tmp_path, device)
 
 
 class GatedLinear(nn.Module):
@@ -66,31 +96,31 @@ def randn(*shape, dtype):
 
 
 @DTYPES
-def test_a_linear_layer_reads_its_weight_as_n_by_k_tiles(dtype, run_hybrid, descriptors_built):
+def test_a_linear_layer_reads_its_weight_as_n_by_k_tiles(dtype, run_recording):
     model = GatedLinear(24, 40).to(dtype)
-    program, actual, expected = run_hybrid(model, (randn(4, 24, dtype=dtype),), (randn(37, 24, dtype=dtype),))
+    program, actual, expected = run_recording(model, (randn(4, 24, dtype=dtype),), (randn(37, 24, dtype=dtype),))
     assert "RIGHT_K_CONTIGUOUS" in program.kernel_block
     block_m, block_n, block_k = (int(size) for size in program.schedule.split("tile=")[1].split()[0].split("x"))
     # rows 37 x K 24 (row stride 24), and the weight as [N 40, K 24]: tiles of [N, K]
-    assert descriptors_built == [([37, 24], [24, 1], [block_m, block_k]), ([40, 24], [24, 1], [block_n, block_k])]
+    assert run_recording.built == [([37, 24], [24, 1], [block_m, block_k]), ([40, 24], [24, 1], [block_n, block_k])]
     torch.testing.assert_close(actual, expected, **TOLERANCES[dtype])
 
 
 @DTYPES
-def test_a_row_major_right_operand_reads_k_by_n_tiles(dtype, run_hybrid, descriptors_built):
-    program, actual, expected = run_hybrid(
+def test_a_row_major_right_operand_reads_k_by_n_tiles(dtype, run_recording):
+    program, actual, expected = run_recording(
         Product(), (randn(4, 8, dtype=dtype), randn(8, 16, dtype=dtype)), (randn(21, 40, dtype=dtype), randn(40, 48, dtype=dtype))
     )
-    assert [shape for shape, _, _ in descriptors_built] == [[21, 40], [40, 48]]
+    assert [shape for shape, _, _ in run_recording.built] == [[21, 40], [40, 48]]
     torch.testing.assert_close(actual, expected, **TOLERANCES[dtype])
 
 
-def test_leading_dims_flatten_into_the_rows_of_one_descriptor(run_hybrid, descriptors_built):
+def test_leading_dims_flatten_into_the_rows_of_one_descriptor(run_recording):
     model = GatedLinear(16, 24).to(torch.float16)
-    program, actual, expected = run_hybrid(
+    program, actual, expected = run_recording(
         model, (randn(2, 3, 16, dtype=torch.float16),), (randn(3, 5, 16, dtype=torch.float16),)
     )
-    assert descriptors_built[0][:2] == ([15, 16], [16, 1])
+    assert run_recording.built[0][:2] == ([15, 16], [16, 1])
     torch.testing.assert_close(actual, expected, **TOLERANCES[torch.float16])
 
 
@@ -98,7 +128,7 @@ def test_leading_dims_flatten_into_the_rows_of_one_descriptor(run_hybrid, descri
     "layout",
     ["row stride not a multiple of 16 bytes", "address not 16-byte aligned", "rows that do not flatten", "m contiguous"],
 )
-def test_layouts_a_descriptor_cannot_read_go_through_pointers(layout, run_hybrid, descriptors_built):
+def test_layouts_a_descriptor_cannot_read_go_through_pointers(layout, run_recording):
     dtype = torch.float16
     model = GatedLinear(16, 24).to(dtype)
     example = (randn(2, 3, 16, dtype=dtype),)
@@ -110,9 +140,9 @@ def test_layouts_a_descriptor_cannot_read_go_through_pointers(layout, run_hybrid
         x = randn(5, 3, 16, dtype=dtype).transpose(0, 1)  # dim 0 steps over 16 elements, dim 1 over 48
     else:
         x = randn(16, 3, 5, dtype=dtype).permute(1, 2, 0)  # K is the slowest dim
-    program, actual, expected = run_hybrid(model, example, (x,))
+    program, actual, expected = run_recording(model, example, (x,))
     assert "DESCRIPTORS" in program.kernel_block
-    assert descriptors_built == []
+    assert run_recording.built == []
     torch.testing.assert_close(actual, expected, **TOLERANCES[dtype])
 
 
@@ -146,7 +176,8 @@ def get_init_inputs():
 '''
 
 
-def test_the_verifier_policy_accepts_a_candidate_that_builds_descriptors(compile_model, descriptors_built):
+def test_the_verifier_policy_accepts_a_candidate_that_builds_descriptors(compile_model, monkeypatch):
+    monkeypatch.setattr(matmul, "DESCRIPTOR_FLOPS", 0)
     program = compile_model(nn.Linear(24, 40).to(torch.bfloat16), (randn(4, 24, dtype=torch.bfloat16),))
     candidate = build_candidate(TASK, program, "Triton candidate for Model.")
     assert "from triton.tools.tensor_descriptor import TensorDescriptor" in candidate
