@@ -2,7 +2,8 @@
 arithmetic, K masks on every slice, the tile and pipeline depth, and pointer loads against TMA tensor descriptors.
 
 Times `x @ w.t()` (a linear layer: w is [N, K] row-major) in bfloat16 at the models suite's shapes with
-triton.testing.do_bench (L2 cleared before each call, medians), against torch.matmul on the same tensors.
+triton.testing.do_bench (L2 cleared before each call, medians), against torch.matmul on the same tensors, and the host
+time of each launch (descriptors are built on every call).
 Usage (GPU): `python benchmarks/matmul_variants.py [--out FILE.json]`; prints one table per shape.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 
 import torch
 import triton
@@ -98,13 +100,17 @@ def descriptor_call(x, w, out, tile):
 
     block_m, block_n, block_k, warps, stages = tile
     (M, K), N = x.shape, w.shape[0]
-    x_desc = TensorDescriptor.from_tensor(x, [block_m, block_k])
-    w_desc = TensorDescriptor.from_tensor(w, [block_n, block_k])
-    out_desc = TensorDescriptor.from_tensor(out, [block_m, block_n])
     grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n),)
-    return lambda: descriptor_matmul_kernel[grid](
-        x_desc, w_desc, out_desc, M, N, K, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=8,
-        num_warps=warps, num_stages=stages)
+
+    def call():  # the descriptors are built on every call, as a generated wrapper builds them
+        x_desc = TensorDescriptor.from_tensor(x, [block_m, block_k])
+        w_desc = TensorDescriptor.from_tensor(w, [block_n, block_k])
+        out_desc = TensorDescriptor.from_tensor(out, [block_m, block_n])
+        descriptor_matmul_kernel[grid](
+            x_desc, w_desc, out_desc, M, N, K, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=8,
+            num_warps=warps, num_stages=stages)
+
+    return call
 
 
 def time_variant(call, out, expected) -> dict:
@@ -114,7 +120,22 @@ def time_variant(call, out, expected) -> dict:
     except Exception as failure:  # a tile that does not fit shared memory is reported, not fatal
         return {"error": f"{type(failure).__name__}: {str(failure)[:120]}"}
     error = (out.float() - expected).abs().max().item() / expected.abs().max().item()
-    return {"ms": triton.testing.do_bench(call, warmup=25, rep=200, return_mode="median"), "relative_error": error}
+    return {
+        "ms": triton.testing.do_bench(call, warmup=25, rep=200, return_mode="median"),
+        "host_us": host_microseconds(call),
+        "relative_error": error,
+    }
+
+
+def host_microseconds(call, calls: int = 50) -> float:
+    """Host time per launch, enqueueing `calls` launches on an idle GPU (fewer than its queue holds)."""
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(calls):
+        call()
+    elapsed = time.perf_counter() - started
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
 
 
 def main() -> None:
@@ -140,12 +161,15 @@ def main() -> None:
             rows[f"TMA descriptors, {name}"] = time_variant(descriptor_call(x, w, out, tile), out, expected)
         flops = 2 * M * N * K
         print(f"\n### M={M} N={N} K={K}: torch.matmul {library_ms:.4f} ms ({flops / library_ms / 1e9:.0f} TFLOP/s)\n")
-        print("| variant | ms | of library | max error (relative) |\n|---|---|---|---|")
+        print("| variant | ms | of library | host us per launch | max error (relative) |\n|---|---|---|---|---|")
         for name, row in rows.items():
             if "error" in row:
-                print(f"| {name} | {row['error']} | - | - |")
+                print(f"| {name} | {row['error']} | - | - | - |")
             else:
-                print(f"| {name} | {row['ms']:.4f} | {library_ms / row['ms']:.0%} | {row['relative_error']:.1e} |")
+                print(
+                    f"| {name} | {row['ms']:.4f} | {library_ms / row['ms']:.0%} | {row['host_us']:.1f} "
+                    f"| {row['relative_error']:.1e} |"
+                )
         results.append({"shape": [M, N, K], "library_ms": library_ms, "variants": rows})
     best = [max((library_ms_ratio(r, name) for name in r["variants"]), default=0) for r in results]
     print(f"\nbest variant per shape, of library: {[f'{b:.0%}' for b in best]} (median {statistics.median(best):.0%})")

@@ -128,18 +128,19 @@ def test_leading_dims_flatten_into_the_rows_of_one_descriptor(run_recording):
     "layout",
     ["row stride not a multiple of 16 bytes", "address not 16-byte aligned", "rows that do not flatten", "m contiguous"],
 )
-def test_layouts_a_descriptor_cannot_read_go_through_pointers(layout, run_recording):
+def test_layouts_a_descriptor_cannot_read_go_through_pointers(layout, run_recording, device):
     dtype = torch.float16
     model = GatedLinear(16, 24).to(dtype)
     example = (randn(2, 3, 16, dtype=dtype),)
+    # each layout made where the kernels run (moving a tensor there would copy it into a plain layout)
     if layout == "row stride not a multiple of 16 bytes":
-        x = randn(3, 5, 20, dtype=dtype)[..., :16]  # rows 20 elements (40 bytes) apart
+        x = randn(3, 5, 20, dtype=dtype).to(device)[..., :16]  # rows 20 elements (40 bytes) apart
     elif layout == "address not 16-byte aligned":
-        x = randn(3 * 5 * 16 + 1, dtype=dtype)[1:].view(3, 5, 16)  # starts 2 bytes past an aligned address
+        x = randn(3 * 5 * 16 + 1, dtype=dtype).to(device)[1:].view(3, 5, 16)  # 2 bytes past an aligned address
     elif layout == "rows that do not flatten":
-        x = randn(5, 3, 16, dtype=dtype).transpose(0, 1)  # dim 0 steps over 16 elements, dim 1 over 48
+        x = randn(5, 3, 16, dtype=dtype).to(device).transpose(0, 1)  # dim 0 steps over 16 elements, dim 1 over 48
     else:
-        x = randn(16, 3, 5, dtype=dtype).permute(1, 2, 0)  # K is the slowest dim
+        x = randn(16, 3, 5, dtype=dtype).to(device).permute(1, 2, 0)  # K is the slowest dim
     program, actual, expected = run_recording(model, example, (x,))
     assert "DESCRIPTORS" in program.kernel_block
     assert run_recording.built == []
