@@ -16,6 +16,7 @@ import argparse
 import importlib.util
 import itertools
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -154,6 +155,9 @@ def main() -> None:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cpu: time the guards alone (set TRITON_INTERPRET=1)")
     arguments = parser.parse_args()
+    if arguments.device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        # without it the dispatch sends CPU calls to the original code, and the guards would not be what is timed
+        parser.error("--device cpu times the guards under Triton's interpreter: run with TRITON_INTERPRET=1")
     results = []
     for report_path in arguments.reports:
         result = measure(report_path) if arguments.device == "cuda" else measure_guards_on_cpu(report_path)

@@ -46,8 +46,8 @@ from drtriton_lsp.task import Task
 # searched with the reduce kernel after it (and folding it in); 4: consecutive pointwise and reduce
 # kernels over the same rows are searched together (and as one row kernel); 5: large float32 matmuls
 # are kept in cuBLAS by default (and searched as a fused matmul kernel); 6: kept 2-d convolutions are measured
-# channels-last over the whole graph
-SEARCH_CACHE_VERSION = 6
+# channels-last over the whole graph; 7: matmul lines carry `loads` (TMA descriptor loads are searched)
+SEARCH_CACHE_VERSION = 7
 # how often the search's deadline is checked while a fragment is being measured
 DEADLINE_POLL_S = 0.05
 # stopping the workers still measuring takes time, so the deadline fires this much early (at most 5 % of the budget):

@@ -15,6 +15,7 @@ from drtriton_lsp.errors import CaptureError
 from drtriton_lsp.task import Task
 from drtriton_lsp.worker.capture import capture, capture_graph
 from drtriton_lsp.worker.devices import describe_devices
+from drtriton_lsp.worker.gpu_lock import gpu_hold
 from drtriton_lsp.worker.specialization import record_guards
 from drtriton_lsp.worker.task_runtime import (
     build_model,
@@ -33,6 +34,14 @@ MODE_DEPENDENT_MODULES = (
 
 
 def run_capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    """Capture the task's graph. Beside other jobs on one GPU (bench --jobs N) it holds the GPU lock shared, as a
+    verification does: a capture's CPU work (drawing large inputs, torch.export) never runs during another
+    problem's timing, whose host-bound calls it would slow."""
+    with gpu_hold(exclusive=False):
+        return _capture(params, progress)
+
+
+def _capture(params: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
     task = Task.from_json(params["task"])
     directory = scratch_directory()
     progress("importing the task")

@@ -1,4 +1,4 @@
-"""One GPU shared by several worker processes: verifications run side by side, a timing runs alone.
+"""One GPU shared by several worker processes: verifications and captures run side by side, a timing runs alone.
 
 The lock is a pair of files named by $DRTRITON_GPU_LOCK (flock); without it a hold does nothing (one job at a time).
 """
@@ -14,7 +14,7 @@ from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
 
 @contextlib.contextmanager
 def gpu_hold(*, exclusive: bool) -> Iterator[None]:
-    """Hold the GPU: shared (verification) or exclusive (timing), across every process given the same lock.
+    """Hold the GPU: shared (verification, capture) or exclusive (timing), across every process given the same lock.
 
     A waiting exclusive hold keeps the turnstile, so verifications that arrive later wait behind it
     instead of keeping a timing waiting for ever.

@@ -1,4 +1,4 @@
-"""Half-precision matmul kernels read their operand tiles through TMA tensor descriptors where the layout allows it.
+"""`loads=descriptors` matmul kernels read operand tiles through TMA tensor descriptors where the layout allows it.
 
 The wrapper decides per call, from strides and addresses: these tests record the descriptors it builds and compare
 every result with PyTorch, on layouts that take descriptors and on layouts that must not.
@@ -18,26 +18,42 @@ import torch.nn.functional as F
 import triton.tools.tensor_descriptor as tensor_descriptor
 from torch import nn
 
-from drtriton_lsp.compiler.templates import matmul
+from drtriton_lsp.compiler.errors import ScheduleError
+from drtriton_lsp.compiler.planner import default_schedule
+from drtriton_lsp.compiler.script import print_schedule
 from drtriton_lsp.engine.candidate_policy import policy_violation
 from drtriton_lsp.source.candidate import build_candidate
+from tests.compiler.schedule_helpers import capture, compile_with
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter computes masked-off lanes too
 
-TOLERANCES = {torch.float16: {"atol": 1e-2, "rtol": 1e-2}, torch.bfloat16: {"atol": 1.6e-2, "rtol": 1.6e-2}}
-DTYPES = pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+TOLERANCES = {
+    torch.float32: {"atol": 1e-4, "rtol": 1e-4},
+    torch.float16: {"atol": 1e-2, "rtol": 1e-2},
+    torch.bfloat16: {"atol": 1.6e-2, "rtol": 1.6e-2},
+}
+DTYPES = pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["float32", "float16", "bfloat16"]
+)
+
+
+def with_descriptor_loads(graph) -> str:
+    """The default schedule with every matmul kernel reading through descriptors."""
+    script = print_schedule(default_schedule(graph))
+    assert "loads=pointers" in script
+    return script.replace("loads=pointers", "loads=descriptors")
 
 
 class RecordingRun:
-    """Compiles a module with every product on the descriptor path (any size), runs the generated forward and
-    PyTorch's at test inputs, and records the (shape, strides, block) of each descriptor the wrappers build.
+    """Compiles a module with every matmul kernel on `loads=descriptors`, runs the generated forward and PyTorch's at
+    test inputs, and records the (shape, strides, block) of each descriptor the wrappers build.
 
     The generated module is imported with its own `__import__`, which hands it a stand-in for the descriptor module:
     Triton's own code (its launcher tells descriptor arguments from tensors by that class) is left as it is.
     """
 
-    def __init__(self, compile_model, directory: Path, device: str):
-        self.compile_model, self.directory, self.device = compile_model, directory, device
+    def __init__(self, directory: Path, device: str):
+        self.directory, self.device = directory, device
         self.built: list[tuple] = []
         stand_in = types.ModuleType(tensor_descriptor.__name__)
         stand_in.TensorDescriptor = self._record
@@ -53,7 +69,8 @@ class RecordingRun:
 
     def __call__(self, model: nn.Module, example_inputs: tuple, test_inputs: tuple):
         model = model.eval().to(self.device)
-        program = self.compile_model(model, tuple(value.to(self.device) for value in example_inputs))
+        graph = capture(model, tuple(value.to(self.device) for value in example_inputs))
+        program = compile_with(graph, with_descriptor_loads(graph))
         name = f"descriptor_program_{len(list(self.directory.iterdir()))}"
         path = self.directory / f"{name}.py"
         path.write_text("\n".join(program.required_imports) + "\n\n\n" + program.kernel_block)
@@ -70,9 +87,8 @@ class RecordingRun:
 
 
 @pytest.fixture
-def run_recording(monkeypatch, compile_model, tmp_path, device) -> RecordingRun:
-    monkeypatch.setattr(matmul, "DESCRIPTOR_FLOPS", 0)
-    return RecordingRun(compile_model, tmp_path, device)
+def run_recording(tmp_path, device) -> RecordingRun:
+    return RecordingRun(tmp_path, device)
 
 
 class GatedLinear(nn.Module):
@@ -109,7 +125,9 @@ def test_a_linear_layer_reads_its_weight_as_n_by_k_tiles(dtype, run_recording):
 @DTYPES
 def test_a_row_major_right_operand_reads_k_by_n_tiles(dtype, run_recording):
     program, actual, expected = run_recording(
-        Product(), (randn(4, 8, dtype=dtype), randn(8, 16, dtype=dtype)), (randn(21, 40, dtype=dtype), randn(40, 48, dtype=dtype))
+        Product(),
+        (randn(4, 8, dtype=dtype), randn(8, 16, dtype=dtype)),
+        (randn(21, 40, dtype=dtype), randn(40, 48, dtype=dtype)),
     )
     assert [shape for shape, _, _ in run_recording.built] == [[21, 40], [40, 48]]
     torch.testing.assert_close(actual, expected, **TOLERANCES[dtype])
@@ -147,11 +165,27 @@ def test_layouts_a_descriptor_cannot_read_go_through_pointers(layout, run_record
     torch.testing.assert_close(actual, expected, **TOLERANCES[dtype])
 
 
-def test_small_products_and_float32_keep_pointer_loads(compile_model):
-    small = compile_model(GatedLinear(16, 24).to(torch.float16), (randn(4, 16, dtype=torch.float16),))
-    exact = compile_model(GatedLinear(16, 24), (randn(4, 16, dtype=torch.float32),))
-    assert matmul.DESCRIPTOR_FLOPS > 2 * 4 * 16 * 24
-    assert "DESCRIPTORS" not in small.kernel_block and "DESCRIPTORS" not in exact.kernel_block
+def test_the_default_schedule_reads_through_pointers(compile_model):
+    program = compile_model(GatedLinear(16, 24).to(torch.float16), (randn(4, 16, dtype=torch.float16),))
+    assert "loads=pointers" in program.schedule and "DESCRIPTORS" not in program.kernel_block
+
+
+@pytest.mark.parametrize(
+    ("function", "inputs", "reason"),
+    [
+        (lambda x, y: torch.bmm(x, y), ((2, 4, 8), (2, 8, 16)), "batch dims to walk"),
+        (lambda x, y: x @ y, ((1, 8), (8, 16)), "a single output row"),
+    ],
+    ids=["batched", "one row"],
+)
+def test_products_that_are_not_one_matrix_refuse_descriptor_loads(function, inputs, reason):
+    class Pair(nn.Module):
+        def forward(self, x, y):
+            return function(x, y)
+
+    graph = capture(Pair(), tuple(randn(*shape, dtype=torch.float16) for shape in inputs))
+    with pytest.raises(ScheduleError, match=reason):
+        compile_with(graph, with_descriptor_loads(graph))
 
 
 TASK = '''
@@ -177,9 +211,9 @@ def get_init_inputs():
 '''
 
 
-def test_the_verifier_policy_accepts_a_candidate_that_builds_descriptors(compile_model, monkeypatch):
-    monkeypatch.setattr(matmul, "DESCRIPTOR_FLOPS", 0)
-    program = compile_model(nn.Linear(24, 40).to(torch.bfloat16), (randn(4, 24, dtype=torch.bfloat16),))
+def test_the_verifier_policy_accepts_a_candidate_that_builds_descriptors():
+    graph = capture(nn.Linear(24, 40).to(torch.bfloat16), (randn(4, 24, dtype=torch.bfloat16),))
+    program = compile_with(graph, with_descriptor_loads(graph))
     candidate = build_candidate(TASK, program, "Triton candidate for Model.")
     assert "from triton.tools.tensor_descriptor import TensorDescriptor" in candidate
     assert policy_violation(candidate, TASK) is None

@@ -159,7 +159,7 @@ def linear_sum_graph():
 def test_the_default_schedule_keeps_the_matmul_and_the_reduction_apart():
     graph = linear_sum_graph()
     assert print_schedule(default_schedule(graph)) == (
-        "kernel matmul linear,relu tile=16x32x16 group=8 warps=4 stages=3 precision=ieee\n"
+        "kernel matmul linear,relu tile=16x32x16 group=8 warps=4 stages=3 precision=ieee loads=pointers\n"
         "kernel reduce sum_1 strategy=single block=32 splits=1 rows=1 warps=1\n"
     )
     for make_model, capture_inputs, _ in CASES.values():
@@ -170,7 +170,7 @@ def test_the_default_schedule_keeps_the_matmul_and_the_reduction_apart():
 def test_a_fused_line_round_trips_and_decodes_to_the_same_source():
     graph = linear_sum_graph()
     script = fused_schedule(graph)
-    assert script == "kernel matmul linear,relu,sum_1 tile=16x32x16 group=8 warps=4 stages=3 precision=ieee\n"
+    assert script == "kernel matmul linear,relu,sum_1 tile=16x32x16 group=8 warps=4 stages=3 precision=ieee loads=pointers\n"
     assert print_schedule(parse_schedule(script)) == script
     program = compile_with(graph, script)
     assert program.schedule == script and program.kernel_block == compile_with(graph, script).kernel_block
@@ -180,23 +180,23 @@ def test_a_fused_line_round_trips_and_decodes_to_the_same_source():
 REJECTED_LINES = {
     "N wider than the tile": (
         lambda out, y: F.relu(out).sum(-1),
-        "kernel matmul linear,relu,sum_1 tile=16x16x16 group=8 warps=4 stages=3 precision=ieee\n",
+        "kernel matmul linear,relu,sum_1 tile=16x16x16 group=8 warps=4 stages=3 precision=ieee loads=pointers\n",
         "line 1: kernel matmul: sum_1 (aten.sum.dim_IntList) folds rows of 19 columns, more than the tile's N (16): "
         "rows would span several programs",
     ),
     "a reduction over rows": (
         lambda out, y: out.sum(0),
-        "kernel matmul linear,sum_1 tile=16x32x16 group=8 warps=4 stages=3 precision=ieee\n",
+        "kernel matmul linear,sum_1 tile=16x32x16 group=8 warps=4 stages=3 precision=ieee loads=pointers\n",
         "line 1: kernel matmul: sum_1 (aten.sum.dim_IntList) reduces dim 0 of linear; a matmul kernel folds only the last dim",
     ),
     "a reduction it does not fold": (
         lambda out, y: out.var(-1),
-        "kernel matmul linear,var tile=16x32x16 group=8 warps=4 stages=3 precision=ieee\n",
+        "kernel matmul linear,var tile=16x32x16 group=8 warps=4 stages=3 precision=ieee loads=pointers\n",
         "line 1: kernel matmul: var (aten.var.dim) is not a sum, mean, amax, amin or logsumexp",
     ),
     "an op after the reduction in the tile's shape": (
         lambda out, y: out.sum(-1, keepdim=True) + out,
-        "kernel matmul linear,sum_1,add tile=16x32x16 group=8 warps=4 stages=3 precision=ieee\n",
+        "kernel matmul linear,sum_1,add tile=16x32x16 group=8 warps=4 stages=3 precision=ieee loads=pointers\n",
         "line 1: kernel matmul: op add after the reduction is not in sum_1's output shape",
     ),
 }
@@ -218,7 +218,7 @@ def test_an_op_after_the_reduction_may_not_read_the_unreduced_tile():
 
     # one column: the kept row sums have the product's shape, so only what add reads tells them apart
     graph = capture(Function(row_sums_plus_product, w=randn(13, 1)), (randn(4, 13), randn(4)))
-    script = "kernel matmul matmul,sum_1,add tile=16x16x16 group=8 warps=4 stages=3 precision=ieee\n"
+    script = "kernel matmul matmul,sum_1,add tile=16x16x16 group=8 warps=4 stages=3 precision=ieee loads=pointers\n"
     with pytest.raises(ScheduleError) as raised:
         compile_with(graph, script)
     assert raised.value.message == (
@@ -228,7 +228,7 @@ def test_an_op_after_the_reduction_may_not_read_the_unreduced_tile():
 
 def test_rows_longer_than_the_widest_tile_are_never_fused():
     graph = capture(Function(lambda m, x, y: (x @ m.w).amax(-1), w=randn(13, 300)), (randn(4, 13), randn(4)))
-    script = "kernel matmul matmul,amax tile=16x256x16 group=8 warps=4 stages=3 precision=ieee\n"
+    script = "kernel matmul matmul,amax tile=16x256x16 group=8 warps=4 stages=3 precision=ieee loads=pointers\n"
     with pytest.raises(ScheduleError, match=r"folds rows of 300 columns, more than the tile's N \(256\)"):
         compile_with(graph, script)
     (step,) = search_steps(graph, default_schedule(graph))

@@ -331,9 +331,8 @@ def hinted_mm_graph(dtype: torch.dtype, rows: int, columns: int, depth: int):
 @pytest.mark.parametrize(
     ("dtype", "sizes", "expected"),
     [
-        # large half-precision products read through TMA descriptors (DESCRIPTOR_FLOPS), whose best tile differs
-        (torch.float16, (8192, 8192, 8192), {"tile": (128, 128, 64), "warps": 4, "stages": 4}),
-        (torch.float16, (8192, 8192, 64), {"tile": (128, 128, 64), "warps": 4, "stages": 4}),
+        (torch.float16, (8192, 8192, 8192), {"tile": (128, 256, 64), "warps": 8, "stages": 3}),
+        (torch.float16, (8192, 8192, 64), {"tile": (128, 128, 64), "warps": 4, "stages": 3}),
         (torch.float32, (8192, 8192, 8192), {"tile": (128, 64, 32), "warps": 4}),
         (torch.float16, (256, 256, 256), {"tile": (64, 64, 128)}),
         (torch.float32, (256, 256, 256), {"tile": (64, 64, 32)}),
@@ -351,7 +350,7 @@ def test_default_parameters_follow_the_problem_size(dtype, sizes, expected):
     graph = hinted_mm_graph(dtype, *sizes)
     parameters = TEMPLATES["matmul"].default_parameters(matmul_plan(graph), graph)
     assert {name: parameters[name] for name in expected} == expected
-    assert parameters["precision"] == "ieee"
+    assert parameters["precision"] == "ieee" and parameters["loads"] == "pointers"
 
 
 @pytest.mark.parametrize(

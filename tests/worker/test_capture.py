@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,11 @@ import torch.nn.functional as F
 from drtriton_lsp.compiler.graph import OpGraph
 from drtriton_lsp.engine.search import tf32_allowed
 from drtriton_lsp.errors import CaptureError
+from drtriton_lsp.runners.protocol import GPU_LOCK_VARIABLE
 from drtriton_lsp.task import Task
 from drtriton_lsp.worker.capture import capture, capture_graph
 from drtriton_lsp.worker.capture_job import run_capture
+from drtriton_lsp.worker.gpu_lock import gpu_hold
 
 
 class LinearGelu(nn.Module):
@@ -335,3 +338,17 @@ def test_the_capture_job_reports_the_users_precision_settings_once_their_module_
         torch.set_float32_matmul_precision(previous)
     assert result["precision"]["float32_matmul_precision"] == "high" and result["precision"]["cudnn_allow_tf32"]
     assert tf32_allowed(result["precision"]) == ("conv", "matmul")
+
+
+def test_a_capture_beside_other_jobs_waits_while_a_timing_holds_the_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv(GPU_LOCK_VARIABLE, str(tmp_path / "gpu.lock"))
+    task = Task(name="Model", kind="module", source=TASK_WITH_TF32_MATMULS)
+    messages: list[str] = []
+    results = []
+    with gpu_hold(exclusive=True):
+        capturing = threading.Thread(target=lambda: results.append(run_capture({"task": task.to_json()}, messages.append)))
+        capturing.start()
+        capturing.join(timeout=1.0)
+        assert capturing.is_alive() and messages == []  # not even importing the task while the timing runs
+    capturing.join(timeout=120)
+    assert not capturing.is_alive() and results and results[0]["graph"]

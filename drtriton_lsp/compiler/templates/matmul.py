@@ -20,6 +20,7 @@ from drtriton_lsp.compiler.templates.base import (
     KernelPlan,
     RenderContext,
     Template,
+    choice,
     example_size,
     graph_ref,
     power_of_two,
@@ -63,13 +64,18 @@ MAX_TILE_N = 256
 # this (about 6 us at the 48 TFLOP/s cuBLAS reached on that problem) one fused kernel saves a launch and a
 # pass over the output. The threshold is that estimate, not a measured crossover.
 FLOAT32_LIBRARY_FLOPS = 2**28
-# float16/bfloat16 products of at least this many flops (at the example sizes) read their operand tiles through
-# TMA tensor descriptors when the operands' layout allows it at run time. Measured on an H200
-# (benchmarks/matmul_variants.py, bfloat16 linear layers of 34-94 GFLOP): the template's pointer loads reach 64-73 %
-# of cuBLAS, descriptor loads 83-89 %, best with 128x128x64 tiles, 4 warps, 4 stages. Building the descriptors costs
-# host time on every call, so small products, which a launch's host time dominates, keep pointer loads; the
-# threshold (about 1.5 us of tensor-core time) is that reasoning, not a measured crossover.
-DESCRIPTOR_FLOPS = 2**30
+# How a kernel reads its operand tiles. Pointer loads are the default. TMA descriptor loads, measured on an H200
+# (benchmarks/matmul_variants.py, bfloat16 linear layers of 34-94 GFLOP, no epilogue), reached 74-89 % of cuBLAS against
+# 64-73 % for pointer loads; on whole problems with fused epilogues (benchmarks/matmul_loads_ab.py) they were faster on
+# some and slower on others (transformer_encoder: 3.64 against 2.37 ms, not understood), so only a search that measured
+# them on the problem, or a script line, chooses them.
+LOADS = choice(
+    "loads",
+    ("pointers", "descriptors"),
+    "pointers: masked loads through the operands' strides; descriptors: TMA loads through tensor descriptors the "
+    "wrapper builds on each call where the operands' layout allows it (else pointer loads), for products with no batch "
+    "dim to walk and at least one output row dim",
+)
 
 
 @dataclass(frozen=True)
@@ -252,15 +258,6 @@ class ProblemSize:
     depth: int
 
 
-def reads_through_descriptors(domain: tuple[Dim, ...], form: MatmulForm, dtype: str, size: "ProblemSize") -> bool:
-    """Whether the kernel may read its operand tiles through TMA tensor descriptors (see DESCRIPTOR_FLOPS): a
-    float16/bfloat16 product with no batch dim to walk and at least one row dim (rows flatten into one matrix)."""
-    batch_dims = [dim for dim in range(form.batch_rank) if domain[dim] != 1]
-    row_dims = [dim for dim in range(form.batch_rank, len(domain) - 1) if domain[dim] != 1]
-    flops = 2 * size.batch * size.rows * size.columns * size.depth
-    return dtype in ("float16", "bfloat16") and not batch_dims and bool(row_dims) and flops >= DESCRIPTOR_FLOPS
-
-
 def problem_size(node: OpNode, form: MatmulForm, graph: OpGraph) -> ProblemSize:
     """The product's sizes, reading a symbol as its example value (see example_size)."""
 
@@ -292,6 +289,7 @@ class MatmulTemplate(Template):
         power_of_two("warps", 1, 16, "warps per program"),
         whole_number("stages", 1, 6, "K slices in flight on the GPU (software pipelining depth)"),
         PRECISION,
+        LOADS,
     )
     reduces_output = True
 
@@ -335,6 +333,17 @@ class MatmulTemplate(Template):
             f"programs; a tile with N >= the row length (at most {MAX_TILE_N}) keeps each row in one program"
         )
 
+    def parameter_problem(self, plan: KernelPlan, graph: OpGraph) -> str:
+        if plan.params.get("loads") != "descriptors":
+            return ""
+        node = next(node for node in graph.nodes if node.name == plan.anchor)
+        batch_rank = matmul_form(node, graph).batch_rank
+        if any(plan.domain[dim] != 1 for dim in range(batch_rank)):
+            return "loads=descriptors: the product has batch dims to walk; descriptors read one [rows, K] matrix"
+        if all(plan.domain[dim] == 1 for dim in range(batch_rank, len(plan.domain) - 1)):
+            return "loads=descriptors: the product has a single output row; descriptors read a [rows, K] matrix"
+        return ""
+
     def default_parameters(self, plan: KernelPlan, graph: OpGraph) -> dict[str, Any]:
         node = next(node for node in graph.nodes if node.name == plan.anchor)
         size = problem_size(node, matmul_form(node, graph), graph)
@@ -346,15 +355,10 @@ class MatmulTemplate(Template):
                 tile_n,
                 power_of_two_within(size.depth, 16, 32 if node.spec.dtype == "float32" else 128),
             )
-            return {"tile": tile_sizes, "group": 8, "warps": 4, "stages": 3, "precision": "ieee"}
+            return {"tile": tile_sizes, "group": 8, "warps": 4, "stages": 3, "precision": "ieee", "loads": "pointers"}
         full_wave = size.batch * math.ceil(size.rows / 128) * math.ceil(size.columns / 128) >= H200_STREAMING_MULTIPROCESSORS
         half = node.spec.dtype != "float32"
-        descriptors = reads_through_descriptors(plan.domain, matmul_form(node, graph), node.spec.dtype, size)
-        if full_wave and descriptors:
-            # measured on an H200 (benchmarks/matmul_variants.py, bfloat16): with descriptor loads 128x128x64 tiles,
-            # 4 warps and 4 stages were the fastest on 3 of 4 linear layers and within 1 % on the fourth
-            tile_sizes, warps, stages = (128, 128, 64), 4, 4
-        elif full_wave and half:
+        if full_wave and half:
             # measured on an H200 (fp16, 4096^3): 128x256x64 with 8 warps ~20 % faster than 128x128x64;
             # a short K (attention scores) leaves nothing to pipeline and runs best on 128x128, 4 warps
             tile_sizes, warps, stages = ((128, 256, 64), 8, 3) if size.depth >= 256 else ((128, 128, 64), 4, 3)
@@ -379,7 +383,9 @@ class MatmulTemplate(Template):
                 tile_sizes[2],
             )
             warps = 4
-        return {"tile": tile_sizes, "group": 8, "warps": warps, "stages": stages, "precision": "ieee"}
+        return {
+            "tile": tile_sizes, "group": 8, "warps": warps, "stages": stages, "precision": "ieee", "loads": "pointers"
+        }
 
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
         node = next(node for node in context.graph.nodes if node.name == plan.anchor)
@@ -425,8 +431,7 @@ class MatmulKernel:
         self.right_strides = {dim: scope.fresh(f"{self.right}_stride{dim}") for dim in self.batch_dims}
         self.right_stride_k = scope.fresh(f"{self.right}_stride_k")
         self.right_stride_n = scope.fresh(f"{self.right}_stride_n")
-        size = problem_size(node, form, self.graph)
-        self.descriptors = reads_through_descriptors(self.domain, form, self.dtype, size)
+        self.descriptors = plan.params["loads"] == "descriptors"
         self.left_descriptor = scope.fresh(f"{self.left}_desc") if self.descriptors else ""
         self.right_descriptor = scope.fresh(f"{self.right}_desc") if self.descriptors else ""
         self.variables: dict[str, str] = {}
@@ -723,12 +728,12 @@ class MatmulKernel:
             f"{INDENT}{columns} = {out_shape}[-1]",
             f"{INDENT}{depth} = {left}.shape[-1]",
         ]
-        descriptor_arguments: list[str] = []
+        descriptor_arguments, descriptor_flags = [], []
         if self.descriptors:
-            descriptor_arguments = [scope.fresh(f"{left}_desc"), scope.fresh(f"{right}_desc")]
-            lines += self._descriptor_lines(
-                scope, (left, right), (left_strides, right_strides), descriptor_arguments, (rows, columns, depth)
+            descriptor_lines, descriptor_arguments, descriptor_flags = self._descriptor_lines(
+                scope, (left, right), (left_strides, right_strides), (rows, columns, depth)
             )
+            lines += descriptor_lines
         if self.reduction and not isinstance(self.domain[-1], int):
             widened = scope.fresh("BLOCK_N")
             lines += [
@@ -762,7 +767,7 @@ class MatmulKernel:
             + read_flags
             + [f"BLOCK_M={block_m}", f"BLOCK_N={block_n}", f"BLOCK_K={block_k}", f"GROUP_M={plan.params['group']}"]
             + ([f"WIDEN_BFLOAT16={left}.device.type == 'cpu'"] if self.dtype == "bfloat16" else [])
-            + ([f"DESCRIPTORS={self.descriptor_flag}", f"RIGHT_K_CONTIGUOUS={self.k_contiguous_flag}"] if self.descriptors else [])
+            + descriptor_flags
             + [f"num_warps={plan.params['warps']}", f"num_stages={plan.params['stages']}"]
         )
         lines.append(f"{INDENT}{plan.kernel}[{grid}](")
@@ -771,10 +776,11 @@ class MatmulKernel:
         return "\n".join(lines) + "\n"
 
     def _descriptor_lines(
-        self, scope: NameScope, operands: tuple[str, str], strides: tuple[str, str], descriptors: list[str], sizes: tuple[str, str, str]
-    ) -> list[str]:
+        self, scope: NameScope, operands: tuple[str, str], strides: tuple[str, str], sizes: tuple[str, str, str]
+    ) -> tuple[list[str], list[str], list[str]]:
         """Wrapper statements that decide, from the operands' strides and addresses at run time, whether the kernel
-        reads its tiles through TMA descriptors, and build them (None each otherwise: pointer loads).
+        reads its tiles through TMA descriptors, and build them (None each otherwise: pointer loads); the
+        descriptors' names, and the kernel's DESCRIPTORS and RIGHT_K_CONTIGUOUS arguments.
 
         A descriptor reads a matrix whose last dim is contiguous, whose row stride is a multiple of 16 bytes and at
         least the row length, from a 16-byte aligned address: the left operand as [rows, K] (its row dims flatten
@@ -782,14 +788,13 @@ class MatmulKernel:
         its contiguous dim (a linear layer's weight). Any other layout is read through pointers.
         """
         (left, right), (left_strides, right_strides), (rows, columns, depth) = operands, strides, sizes
-        left_descriptor, right_descriptor = descriptors
+        left_descriptor, right_descriptor = scope.fresh(f"{left}_desc"), scope.fresh(f"{right}_desc")
         block_m, block_n, block_k = self.plan.params["tile"]
-        align = 16 // {"float16": 2, "bfloat16": 2}[self.dtype]
+        align = 16 // {"float32": 4, "float16": 2, "bfloat16": 2}[self.dtype]
         flag, k_contiguous = scope.fresh("descriptors"), scope.fresh("right_k_contiguous")
         right_row_stride = scope.fresh(f"{right}_row_stride")
         descriptor_class = scope.fresh("TensorDescriptor")
-        self.descriptor_flag, self.k_contiguous_flag = flag, f"{flag} and {k_contiguous}"
-        last_row = self.row_dims[-1]
+        left_row_stride = f"{left_strides}[{self.row_dims[-1]}]"
         # the row dims flatten into one stride where each one's stride steps over the next one whole
         flattened = [
             f"{left_strides}[{outer}] == {left_strides}[{inner}] * {left}.shape[{inner}]"
@@ -797,8 +802,8 @@ class MatmulKernel:
         ]
         conditions = [
             f"{left_strides}[-1] == 1",
-            f"{left_strides}[{last_row}] % {align} == 0",
-            f"{left_strides}[{last_row}] >= {depth}",
+            f"{left_row_stride} % {align} == 0",
+            f"{left_row_stride} >= {depth}",
             *flattened,
             f"{left}.data_ptr() % 16 == 0",
             f"{right_strides}[-2 if {k_contiguous} else -1] == 1",
@@ -806,25 +811,35 @@ class MatmulKernel:
             f"{right_row_stride} >= ({depth} if {k_contiguous} else {columns})",
             f"{right}.data_ptr() % 16 == 0",
         ]
+        joined = [f"{INDENT}{condition} and" for condition in conditions[:-1]] + [f"{INDENT}{conditions[-1]}"]
+        imported = "from triton.tools.tensor_descriptor import TensorDescriptor"
+        if descriptor_class != "TensorDescriptor":
+            imported += f" as {descriptor_class}"
         lines = [
             "# TMA descriptors read the operand tiles where their layout allows it (see the kernel), else pointers",
             f"{k_contiguous} = {right_strides}[-1] != 1",
             f"{right_row_stride} = {right_strides}[-1] if {k_contiguous} else {right_strides}[-2]",
             f"{flag} = (",
-            *[f"{INDENT}{condition}{' and' if number < len(conditions) - 1 else ''}" for number, condition in enumerate(conditions)],
+            *joined,
             ")",
             f"if {flag}:",
-            f"{INDENT}from triton.tools.tensor_descriptor import TensorDescriptor"
-            + (f" as {descriptor_class}" if descriptor_class != "TensorDescriptor" else ""),
-            f"{INDENT}{left_descriptor} = {descriptor_class}({left}, [{rows}, {depth}], [{left_strides}[{last_row}], 1], [{block_m}, {block_k}])",
+            f"{INDENT}{imported}",
+            f"{INDENT}{left_descriptor} = {descriptor_class}(",
+            f"{INDENT * 2}{left}, [{rows}, {depth}], [{left_row_stride}, 1], [{block_m}, {block_k}]",
+            f"{INDENT})",
             f"{INDENT}if {k_contiguous}:",
-            f"{INDENT * 2}{right_descriptor} = {descriptor_class}({right}, [{columns}, {depth}], [{right_row_stride}, 1], [{block_n}, {block_k}])",
+            f"{INDENT * 2}{right_descriptor} = {descriptor_class}(",
+            f"{INDENT * 3}{right}, [{columns}, {depth}], [{right_row_stride}, 1], [{block_n}, {block_k}]",
+            f"{INDENT * 2})",
             f"{INDENT}else:",
-            f"{INDENT * 2}{right_descriptor} = {descriptor_class}({right}, [{depth}, {columns}], [{right_row_stride}, 1], [{block_k}, {block_n}])",
+            f"{INDENT * 2}{right_descriptor} = {descriptor_class}(",
+            f"{INDENT * 3}{right}, [{depth}, {columns}], [{right_row_stride}, 1], [{block_k}, {block_n}]",
+            f"{INDENT * 2})",
             "else:",
             f"{INDENT}{left_descriptor} = {right_descriptor} = None",
         ]
-        return [f"{INDENT}{line}" for line in lines]
+        flags = [f"DESCRIPTORS={flag}", f"RIGHT_K_CONTIGUOUS={flag} and {k_contiguous}"]
+        return [f"{INDENT}{line}" for line in lines], [left_descriptor, right_descriptor], flags
 
     def _permuted(self, lines: list[str], scope: NameScope, tensor: str, order: tuple[int, ...] | None) -> str:
         """The wrapper variable holding `tensor` permuted by `order` (a view); `tensor` itself for None."""
