@@ -28,10 +28,8 @@ TILES = [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 4, 4), (128,
 
 
 @triton.jit
-def pointer_matmul_kernel(x_ptr, w_ptr, out_ptr, M, N, K, x_stride0, w_stride0,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                          WIDE_INDICES: tl.constexpr, EVEN_K: tl.constexpr):
-    """The template's loop: grouped tile order, pointer loads of x [BLOCK_M, BLOCK_K] and w^T [BLOCK_K, BLOCK_N]."""
+def grouped_tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """This program's (row tile, column tile), GROUP_M row tiles side by side as the template orders them."""
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     pid = tl.program_id(0)
@@ -40,6 +38,15 @@ def pointer_matmul_kernel(x_ptr, w_ptr, out_ptr, M, N, K, x_stride0, w_stride0,
     group_rows = tl.minimum(tiles_m - first_tile_m, GROUP_M)
     tile_m = first_tile_m + (pid % tiles_in_group) % group_rows
     tile_n = (pid % tiles_in_group) // group_rows
+    return tile_m, tile_n
+
+
+@triton.jit
+def pointer_matmul_kernel(x_ptr, w_ptr, out_ptr, M, N, K, x_stride0, w_stride0,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                          WIDE_INDICES: tl.constexpr, EVEN_K: tl.constexpr):
+    """The template's loop: grouped tile order, pointer loads of x [BLOCK_M, BLOCK_K] and w^T [BLOCK_K, BLOCK_N]."""
+    tile_m, tile_n = grouped_tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     if WIDE_INDICES:
         rows = tile_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = tile_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -70,14 +77,7 @@ def pointer_matmul_kernel(x_ptr, w_ptr, out_ptr, M, N, K, x_stride0, w_stride0,
 def descriptor_matmul_kernel(x_desc, w_desc, out_desc, M, N, K,
                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """The same tile order with TMA loads and stores through host-made tensor descriptors (bounds handled by TMA)."""
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    pid = tl.program_id(0)
-    tiles_in_group = GROUP_M * tiles_n
-    first_tile_m = (pid // tiles_in_group) * GROUP_M
-    group_rows = tl.minimum(tiles_m - first_tile_m, GROUP_M)
-    tile_m = first_tile_m + (pid % tiles_in_group) % group_rows
-    tile_n = (pid % tiles_in_group) // group_rows
+    tile_m, tile_n = grouped_tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k_start in range(0, K, BLOCK_K):
         x_tile = x_desc.load([tile_m * BLOCK_M, k_start])
