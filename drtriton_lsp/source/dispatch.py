@@ -417,7 +417,10 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True, replay=Fal
                     return label, f"{label} is {seen}, the kernels were verified for one size {span}"
             for path, _, _, expected in submodules:
                 submodule = tree[path]
-                if expected is not None and not same(type(submodule), expected):
+                # the class that matched before (DrtritonDefinition.matches keeps it) is checked by identity first
+                if expected is not None and type(submodule) is not expected.__dict__.get("matched") and not same(
+                    type(submodule), expected
+                ):
                     return f"class of {path}", f"the class of {owner}.{path} is {type(submodule)!r}, the kernels were verified for {expected!r}"
                 if submodule._forward_hooks or submodule._forward_pre_hooks:
                     return f"hooks on {path}", f"{owner}.{path} has a forward hook, which the kernels would skip"

@@ -187,6 +187,21 @@ def test_a_module_built_or_changed_otherwise_runs_the_original(user, change, war
     assert user.KERNEL_CALLS == []
 
 
+def test_a_submodule_of_another_class_after_a_call_that_ran_the_kernels_runs_the_original(user):
+    model = user.Scaled(8)
+    x, gate = inputs()
+    run(model, x, gate)
+    assert user.KERNEL_CALLS  # the class of `inner` matched, and the guards keep it
+    user.KERNEL_CALLS.clear()
+    model.inner = torch.nn.Identity()
+
+    result, warned = run(model, x, gate)
+
+    torch.testing.assert_close(result, user.Scaled.forward.reference(model, x, gate))
+    assert len(warned) == 1 and "the class of Scaled.inner is <class 'torch.nn.modules.linear.Identity'>" in warned[0]
+    assert user.KERNEL_CALLS == []
+
+
 @pytest.mark.parametrize(
     "call, warning",
     [
