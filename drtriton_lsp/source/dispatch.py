@@ -380,18 +380,25 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True, replay=Fal
                 grouped.update(indices)
         ungrouped = [entry for index, entry in enumerate(values) if index not in grouped]
 
+        # per group, the last values read that held: the very same objects again hold too (they are immutable: plain
+        # scalars and flat tuples of them), which one identity pass tells
+        held = [()] * len(value_groups)
+
         def groups_hold(tree):
             """Whether every grouped value is the expected one (False too where a group cannot be read in one step)."""
-            for where, key, read, wanted, types, items in value_groups:
+            for number, (where, key, read, wanted, types, items) in enumerate(value_groups):
                 try:
                     found = read(tree[key] if where == "module" else reference.__globals__)
                 except (AttributeError, KeyError):
                     return False
+                if len(found) == len(held[number]) and all(map(_drtriton_operator.is_, found, held[number])):
+                    continue
                 if found != wanted or tuple(map(type, found)) != types:
                     return False
                 for position, item_types in items.items():
                     if tuple(map(type, found[position])) != item_types:
                         return False
+                held[number] = found
             return True
 
         def mismatch(module, arguments, found, tree):
