@@ -4,7 +4,8 @@ linear layers in benchmarks/matmul_variants.py).
 
 Each variant's hybrid forward is compiled from the problem's captured graph, checked against eager PyTorch, and timed
 with triton.testing.do_bench (L2 cleared before each call, medians) in one process, so the variants compare on one
-machine at one time. Usage (GPU): `python benchmarks/matmul_loads_ab.py PROBLEM.py [PROBLEM.py ...]`.
+machine at one time; `--profile` also lists each variant's kernels by device time (torch.profiler, as
+benchmarks/kernel_profile.py). Usage (GPU): `python benchmarks/matmul_loads_ab.py PROBLEM.py [PROBLEM.py ...]`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.planner import default_schedule
 from drtriton_lsp.compiler.script import print_schedule
 from drtriton_lsp.worker.capture import capture_graph
+from kernel_profile import kernel_table
 
 SMALLER_TILE = "tile=128x128x64 group=8 warps=4 stages=4"
+PROFILED_KERNELS = 12  # the longest kernels of a variant that --profile lists
 
 
 def load_problem(path: Path):
@@ -82,6 +85,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("problems", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, help="write the measurements as JSON")
+    parser.add_argument("--profile", action="store_true", help="also list each variant's kernels by device time")
     args = parser.parse_args()
     directory = Path(tempfile.mkdtemp())
     results = {}
@@ -108,10 +112,18 @@ def main() -> None:
                     "max_abs_error": error,
                     "schedule": program.schedule,
                 }
+                if args.profile:
+                    rows[name]["kernels"] = kernel_table(lambda *values: forward(model, *values), inputs)
         results[path.name] = rows
         print(f"\n### {path.name}\n\n| variant | ms | max abs error vs eager |\n|---|---|---|")
         for name, row in rows.items():
             print(f"| {name} | {row['ms']:.4f} | {row.get('max_abs_error', 0):.2e} |")
+        for name, row in rows.items():
+            if "kernels" in row:
+                print(f"\n{name}: {row['kernels']['total_us']:.1f} us of device time per call\n")
+                print("| kernel | launches | us per call |\n|---|---|---|")
+                for kernel in row["kernels"]["kernels"][:PROFILED_KERNELS]:
+                    print(f"| `{kernel['kernel'][:90]}` | {kernel['launches_per_call']:g} | {kernel['us_per_call']:.1f} |")
     if args.out:
         args.out.write_text(json.dumps({"torch": torch.__version__, "triton": triton.__version__,
                                         "device": torch.cuda.get_device_name(), "results": results}, indent=1))
