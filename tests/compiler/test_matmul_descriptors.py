@@ -67,10 +67,11 @@ class RecordingRun:
         self.built.append((list(shape), list(strides), list(block_shape)))
         return tensor_descriptor.TensorDescriptor(base, shape, strides, block_shape, *rest)
 
-    def __call__(self, model: nn.Module, example_inputs: tuple, test_inputs: tuple):
+    def __call__(self, model: nn.Module, example_inputs: tuple, test_inputs: tuple, script: str | None = None):
+        """script: the schedule to compile (default: the default schedule with descriptor loads)."""
         model = model.eval().to(self.device)
         graph = capture(model, tuple(value.to(self.device) for value in example_inputs))
-        program = compile_with(graph, with_descriptor_loads(graph))
+        program = compile_with(graph, script or with_descriptor_loads(graph))
         name = f"descriptor_program_{len(list(self.directory.iterdir()))}"
         path = self.directory / f"{name}.py"
         path.write_text("\n".join(program.required_imports) + "\n\n\n" + program.kernel_block)
@@ -217,3 +218,34 @@ def test_the_verifier_policy_accepts_a_candidate_that_builds_descriptors():
     candidate = build_candidate(TASK, program, "Triton candidate for Model.")
     assert "from triton.tools.tensor_descriptor import TensorDescriptor" in candidate
     assert policy_violation(candidate, TASK) is None
+
+
+class ProductRowMax(nn.Module):
+    def forward(self, x, y):
+        return (x @ y).amax(-1)
+
+
+def test_a_fused_reduction_whose_tile_widens_at_run_time_reads_tiles_of_the_widened_width(run_recording):
+    dtype = torch.float16
+    # captured with N = 16; at N = 48 the fused row reduction widens the tile's N to 64 at run time
+    program, actual, expected = run_recording(
+        ProductRowMax(),
+        (randn(4, 8, dtype=dtype), randn(8, 16, dtype=dtype)),
+        (randn(21, 40, dtype=dtype), randn(40, 48, dtype=dtype)),
+        script="kernel matmul matmul,amax tile=16x16x16 group=8 warps=4 stages=3 precision=ieee loads=descriptors\n",
+    )
+    (_, _, left_block), (_, _, right_block) = run_recording.built
+    assert right_block[1] == 64
+    torch.testing.assert_close(actual, expected, **TOLERANCES[dtype])
+
+
+def test_a_tile_widened_past_what_a_descriptor_spans_reads_through_pointers(run_recording):
+    dtype = torch.float16
+    program, actual, expected = run_recording(
+        ProductRowMax(),
+        (randn(4, 8, dtype=dtype), randn(8, 16, dtype=dtype)),
+        (randn(21, 40, dtype=dtype), randn(40, 304, dtype=dtype)),  # N 304: a 512-wide tile, a TMA box spans 256
+        script="kernel matmul matmul,amax tile=16x16x16 group=8 warps=4 stages=3 precision=ieee loads=descriptors\n",
+    )
+    assert run_recording.built == []
+    torch.testing.assert_close(actual, expected, **TOLERANCES[dtype])

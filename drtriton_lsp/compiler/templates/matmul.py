@@ -728,12 +728,6 @@ class MatmulKernel:
             f"{INDENT}{columns} = {out_shape}[-1]",
             f"{INDENT}{depth} = {left}.shape[-1]",
         ]
-        descriptor_arguments, descriptor_flags = [], []
-        if self.descriptors:
-            descriptor_lines, descriptor_arguments, descriptor_flags = self._descriptor_lines(
-                scope, (left, right), (left_strides, right_strides), (rows, columns, depth)
-            )
-            lines += descriptor_lines
         if self.reduction and not isinstance(self.domain[-1], int):
             widened = scope.fresh("BLOCK_N")
             lines += [
@@ -742,6 +736,13 @@ class MatmulKernel:
                 f"{INDENT}{widened} = max({block_n}, triton.next_power_of_2({columns}))",
             ]
             block_n = widened
+        descriptor_arguments, descriptor_flags = [], []
+        if self.descriptors:
+            # the descriptors' tiles are the kernel's, a widened N included
+            descriptor_lines, descriptor_arguments, descriptor_flags = self._descriptor_lines(
+                scope, (left, right), (left_strides, right_strides), (rows, columns, depth), (block_m, block_n, block_k)
+            )
+            lines += descriptor_lines
         tiles = f"triton.cdiv({rows}, {block_m}) * triton.cdiv({columns}, {block_n})"
         if self.batch_dims:
             lines += [
@@ -776,7 +777,12 @@ class MatmulKernel:
         return "\n".join(lines) + "\n"
 
     def _descriptor_lines(
-        self, scope: NameScope, operands: tuple[str, str], strides: tuple[str, str], sizes: tuple[str, str, str]
+        self,
+        scope: NameScope,
+        operands: tuple[str, str],
+        strides: tuple[str, str],
+        sizes: tuple[str, str, str],
+        tile_sizes: tuple[Any, Any, Any],
     ) -> tuple[list[str], list[str], list[str]]:
         """Wrapper statements that decide, from the operands' strides and addresses at run time, whether the kernel
         reads its tiles through TMA descriptors, and build them (None each otherwise: pointer loads); the
@@ -789,7 +795,7 @@ class MatmulKernel:
         """
         (left, right), (left_strides, right_strides), (rows, columns, depth) = operands, strides, sizes
         left_descriptor, right_descriptor = scope.fresh(f"{left}_desc"), scope.fresh(f"{right}_desc")
-        block_m, block_n, block_k = self.plan.params["tile"]
+        block_m, block_n, block_k = tile_sizes  # numbers, or a wrapper variable for a tile's N widened at run time
         align = 16 // {"float32": 4, "float16": 2, "bfloat16": 2}[self.dtype]
         flag, k_contiguous = scope.fresh("descriptors"), scope.fresh("right_k_contiguous")
         right_row_stride = scope.fresh(f"{right}_row_stride")
@@ -800,7 +806,9 @@ class MatmulKernel:
             f"{left_strides}[{outer}] == {left_strides}[{inner}] * {left}.shape[{inner}]"
             for outer, inner in zip(self.row_dims, self.row_dims[1:])
         ]
-        conditions = [
+        # a TMA box spans at most 256 elements per dim: a tile's N widened past that reads through pointers
+        widened = [] if isinstance(block_n, int) else [f"{block_n} <= {MAX_TILE_N}"]
+        conditions = widened + [
             f"{left_strides}[-1] == 1",
             f"{left_row_stride} % {align} == 0",
             f"{left_row_stride} >= {depth}",
