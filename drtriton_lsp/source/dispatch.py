@@ -303,6 +303,8 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True, replay=Fal
                 types = flat_item_types.get(id(expected))
                 if types is not None:
                     return tuple(map(type, value)) == types
+            if kind is DrtritonDefinition and value is expected.__dict__.get("matched"):
+                return True  # the very function or class that matched before (DrtritonDefinition.matches keeps it)
             return drtriton_same(value, expected, home)
 
         # per expected tuple of ints, strings or bools: its item types (so equal tuples compare in one step)
@@ -424,10 +426,7 @@ def drtriton_dispatch(triton_forward, specialization, is_method=True, replay=Fal
                     return label, f"{label} is {seen}, the kernels were verified for one size {span}"
             for path, _, _, expected in submodules:
                 submodule = tree[path]
-                # the class that matched before (DrtritonDefinition.matches keeps it) is checked by identity first
-                if expected is not None and type(submodule) is not expected.__dict__.get("matched") and not same(
-                    type(submodule), expected
-                ):
+                if expected is not None and not same(type(submodule), expected):
                     return f"class of {path}", f"the class of {owner}.{path} is {type(submodule)!r}, the kernels were verified for {expected!r}"
                 if submodule._forward_hooks or submodule._forward_pre_hooks:
                     return f"hooks on {path}", f"{owner}.{path} has a forward hook, which the kernels would skip"
