@@ -62,16 +62,17 @@ FORBIDDEN_ATTRIBUTES = frozenset(
 
 
 # What a @triton.jit body may call besides Triton's own functions and other kernels: Triton tensor methods (and a
-# tensor descriptor's load and store) and a few builtins the compiler understands. Anything else (a Python helper, torch) runs only under the CPU interpreter.
+# tensor descriptor's load and store) and a few builtins the compiler understands. Anything else (a Python helper,
+# torch) runs only under the CPU interpreter.
 KERNEL_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "isinstance", "print", "tuple", "abs"})
 TRITON_TENSOR_METHODS = frozenset(
     {
         "T", "abs", "advance", "argmax", "argmin", "associative_scan", "atomic_add", "atomic_and", "atomic_cas",
         "atomic_max", "atomic_min", "atomic_or", "atomic_xchg", "atomic_xor", "broadcast_to", "cast", "cdiv", "ceil",
         "cos", "cumprod", "cumsum", "erf", "exp", "exp2", "expand_dims", "flip", "floor", "gather", "histogram",
-        "item", "load", "log", "log2", "logical_and", "logical_or", "max", "min", "permute", "ravel", "reduce", "reduce_or",
-        "reshape", "rsqrt", "sigmoid", "sin", "softmax", "sort", "split", "sqrt", "sqrt_rn", "store", "sum", "to",
-        "trans", "view", "xor_sum",
+        "item", "load", "log", "log2", "logical_and", "logical_or", "max", "min", "permute", "ravel", "reduce",
+        "reduce_or", "reshape", "rsqrt", "sigmoid", "sin", "softmax", "sort", "split", "sqrt", "sqrt_rn", "store", "sum",
+        "to", "trans", "view", "xor_sum",
     }
 )
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from drtriton_lsp.compiler.elementwise import FUSIBLE_DTYPES, bind_arguments, float_literal
-from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode, TensorSpec
+from drtriton_lsp.compiler.graph import DTYPE_BYTES, Dim, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.templates.base import (
     AnchorShape,
@@ -796,7 +796,7 @@ class MatmulKernel:
         (left, right), (left_strides, right_strides), (rows, columns, depth) = operands, strides, sizes
         left_descriptor, right_descriptor = scope.fresh(f"{left}_desc"), scope.fresh(f"{right}_desc")
         block_m, block_n, block_k = tile_sizes  # numbers, or a wrapper variable for a tile's N widened at run time
-        align = 16 // {"float32": 4, "float16": 2, "bfloat16": 2}[self.dtype]
+        align = 16 // DTYPE_BYTES[self.dtype]  # row strides in elements that are whole multiples of 16 bytes
         flag, k_contiguous = scope.fresh("descriptors"), scope.fresh("right_k_contiguous")
         right_row_stride = scope.fresh(f"{right}_row_stride")
         descriptor_class = scope.fresh("TensorDescriptor")
