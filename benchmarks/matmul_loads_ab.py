@@ -11,10 +11,8 @@ benchmarks/kernel_profile.py). Usage (GPU): `python benchmarks/matmul_loads_ab.p
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
-import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -27,27 +25,17 @@ from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.planner import default_schedule
 from drtriton_lsp.compiler.script import print_schedule
 from drtriton_lsp.worker.capture import capture_graph
-from kernel_profile import kernel_table
+from kernel_profile import import_file, kernel_table
 
 SMALLER_TILE = "tile=128x128x64 group=8 warps=4 stages=4"
 PROFILED_KERNELS = 12  # the longest kernels of a variant that --profile lists
 
 
-def load_problem(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def load_program(program, directory: Path, name: str):
+    """The program's forward function, imported from a file (Triton reads a kernel's source from its file)."""
     path = directory / f"{name}.py"
     path.write_text("\n".join(program.required_imports) + "\n\n\n" + program.kernel_block)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return getattr(module, program.forward_function)
+    return getattr(import_file(path, name), program.forward_function)
 
 
 def variants(graph, params) -> dict[str, object]:
@@ -90,7 +78,7 @@ def main() -> None:
     directory = Path(tempfile.mkdtemp())
     results = {}
     for number, path in enumerate(args.problems):
-        problem = load_problem(path)
+        problem = import_file(path, f"problem_{number}")
         torch.manual_seed(0)
         model = problem.Model(*problem.get_init_inputs()).eval().cuda()
         inputs = [value.cuda() if isinstance(value, torch.Tensor) else value for value in problem.get_inputs()]
