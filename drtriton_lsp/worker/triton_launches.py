@@ -2,7 +2,9 @@
 
 Patches `run` on Triton's JIT and interpreter function classes, which every `kernel[grid](...)` goes through; skipping
 launches is DRTriton's no-op test ("does the kernel matter?"). With an audit, PyTorch ops inside a launch (the
-interpreter's own copies) are not the candidate's, and each launch's writes are classified (see op_audit).
+interpreter's own copies) are not the candidate's, and each launch's writes are classified (see op_audit). A launch
+whose arguments a GPU compilation would refuse (a Python object, whose methods only the CPU interpreter would call)
+fails as that compilation would.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections import Counter
 from typing import Callable
 
 import torch
+import triton.language as tl
 from torch.utils._pytree import tree_flatten
 from triton.runtime.jit import JITFunction
 
@@ -22,6 +25,11 @@ try:
     from triton.runtime.interpreter import InterpretedFunction
 except ImportError:  # Triton builds without the interpreter module
     InterpretedFunction = None
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # a Triton without host tensor descriptors
+    TensorDescriptor = None
 
 
 class LaunchCounter:
@@ -47,6 +55,9 @@ class LaunchCounter:
         def make_counting_run(original_run):
             @functools.wraps(original_run)
             def run(kernel, *args, **kwargs):
+                problem = _argument_problem(args, kwargs)
+                if problem:
+                    raise KernelArgumentCompilationError(f"{_kernel_name(kernel)}: {problem}")
                 if kwargs.get("warmup"):
                     return original_run(kernel, *args, **kwargs)
                 counter.total += 1
@@ -89,6 +100,38 @@ class LaunchCounter:
             yield
         finally:
             self._skip = False
+
+
+class KernelArgumentCompilationError(TypeError):
+    """A kernel argument that no GPU compilation of a Triton kernel accepts. Under the CPU interpreter a kernel body is
+    Python, so a kernel that calls a method of an argument object (named like a tensor's or a descriptor's, which the
+    static policy cannot tell apart) would run that Python; the launch fails instead, as it would on a GPU."""
+
+
+# launch options and the grid, which are not the kernel's arguments
+LAUNCH_KEYWORDS = frozenset({"grid", "warmup"})
+
+
+def _argument_problem(args: tuple, kwargs: dict) -> str:
+    """What a GPU compilation would refuse among a launch's arguments ("" when nothing)."""
+    for name, value in [*enumerate(args), *kwargs.items()]:
+        if name not in LAUNCH_KEYWORDS and not _kernel_argument(value):
+            where = f"argument {name + 1}" if isinstance(name, int) else f"argument {name!r}"
+            return f"{where} is a {type(value).__qualname__}, which no compiled Triton kernel takes"
+    return ""
+
+
+def _kernel_argument(value) -> bool:
+    """Tensors, numbers, strings, None, dtypes, constexprs, tuples of them, and Triton's host tensor descriptors."""
+    if value is None or type(value) in (bool, int, float, str):
+        return True
+    if isinstance(value, (torch.Tensor, torch.dtype, tl.dtype, tl.constexpr)):
+        return True
+    if type(value) is tuple:
+        return all(_kernel_argument(item) for item in value)
+    if TensorDescriptor is not None and type(value) is TensorDescriptor:
+        return isinstance(value.base, torch.Tensor)
+    return False
 
 
 def _kernel_name(kernel) -> str:
