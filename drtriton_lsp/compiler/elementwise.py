@@ -16,6 +16,7 @@ import numpy
 from drtriton_lsp.compiler.aten_schemas import schema_of
 from drtriton_lsp.compiler.graph import OpGraph, OpNode
 from drtriton_lsp.compiler.names import NameScope
+from drtriton_lsp.compiler.reshape_reads import READ_LEVELS_SOURCE
 
 # Output dtypes a fused kernel may produce (it computes in float32 and rounds on store).
 FUSIBLE_DTYPES = ("float32", "float16", "bfloat16")
@@ -44,6 +45,7 @@ class TensorOperand:
 
 
 DEVICE_HELPER_SOURCES = {
+    "read_levels": READ_LEVELS_SOURCE,
     "round_to_bfloat16": '''@triton.jit
 def {name_by_cast}(x):
     """x rounded to the nearest bfloat16 (ties to even), as float32: one conversion each way on a GPU."""
@@ -91,7 +93,8 @@ def {name}(x):
 
 
 class DeviceHelpers:
-    """The `@triton.jit` device functions that kernels call, each emitted once if any kernel uses it.
+    """The `@triton.jit` device functions that kernels call (and the host function launch wrappers call for reshaped
+    reads), each emitted once if any kernel uses it.
 
     Every helper's name is reserved up front, so kernel variables can never shadow one.
     """

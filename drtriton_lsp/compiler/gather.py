@@ -10,10 +10,9 @@ from typing import Sequence
 
 from drtriton_lsp.compiler.graph import OpGraph, OpNode
 from drtriton_lsp.compiler.partition import group_inputs
+from drtriton_lsp.compiler.reshape_reads import RESHAPE_OPS
 
 GATHER_OPS = ("aten.embedding.default",)
-# templates whose kernels read a gathered value through DomainReads (the others keep the lookup in PyTorch)
-GATHERING_TEMPLATES = ("pointwise", "normalize", "reduce")
 TABLE_DTYPES = ("float32", "float16", "bfloat16")
 INDEX_DTYPES = ("int64", "int32")
 
@@ -54,9 +53,15 @@ def gather_members(nodes: dict[str, OpNode], members: Sequence[str]) -> tuple[st
     return tuple(member for member in members if nodes[member].op in GATHER_OPS)
 
 
+def read_members(nodes: dict[str, OpNode], members: Sequence[str]) -> tuple[str, ...]:
+    """The members of a kernel read from memory where it needs them, never computed as ops: embedding lookups
+    (gathered) and reshapes (`compiler.reshape_reads`)."""
+    return tuple(member for member in members if nodes[member].op in GATHER_OPS + RESHAPE_OPS)
+
+
 def reads_of(nodes: dict[str, OpNode], members: Sequence[str]) -> list[str]:
-    """What `members` read from memory, in order of first use: `group_inputs`, except that a gathered member's
-    value is read (through its table and indices) instead of computed."""
-    lookups = gather_members(nodes, members)
-    reads = group_inputs(nodes, [member for member in members if member not in lookups])
-    return reads + [lookup for lookup in lookups if lookup not in reads]
+    """What `members` read from memory, in order of first use: `group_inputs`, except that a read member's value is
+    read (through a lookup's table and indices, a reshape's source) instead of computed."""
+    read = read_members(nodes, members)
+    reads = group_inputs(nodes, [member for member in members if member not in read])
+    return reads + [member for member in read if member not in reads]

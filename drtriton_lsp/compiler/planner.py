@@ -14,7 +14,7 @@ from drtriton_lsp.compiler.elementwise import is_mutating
 from drtriton_lsp.compiler.errors import ScheduleError
 from drtriton_lsp.compiler.forward_source import is_bookkeeping
 from drtriton_lsp.compiler.fusible import FUSIBLE_OPS, is_fusible
-from drtriton_lsp.compiler.gather import GATHER_OPS, GATHERING_TEMPLATES, gather_members, gathers_in_kernel
+from drtriton_lsp.compiler.gather import GATHER_OPS, gathers_in_kernel, read_members
 from drtriton_lsp.compiler.graph import OpGraph, OpNode, example_bytes
 from drtriton_lsp.compiler.names import NameScope
 from drtriton_lsp.compiler.partition import (
@@ -28,6 +28,7 @@ from drtriton_lsp.compiler.partition import (
     group_outputs,
     partition_graph,
 )
+from drtriton_lsp.compiler.reshape_reads import RESHAPE_OPS, reshapes_in_kernel
 from drtriton_lsp.compiler.schedule import KeptOp
 from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, parse_schedule, print_schedule
 from drtriton_lsp.compiler.templates import POINTWISE, ROW, TEMPLATES, anchor_of
@@ -61,6 +62,7 @@ class GraphRoles:
 def classify(graph: OpGraph) -> GraphRoles:
     """The role of every op: fusible pointwise, anchor of a template, implied, dropped, or kept."""
     readers = graph.users()
+    nodes = {node.name: node for node in graph.nodes}
     mutates = any(is_mutating(node) for node in graph.nodes)
     dropped = frozenset(node.name for node in graph.nodes if node.op in DROPPED_OPS and node.name not in readers)
     implied: set[str] = set()
@@ -76,6 +78,9 @@ def classify(graph: OpGraph) -> GraphRoles:
         elif gathers_in_kernel(node, graph, {name for name, role in roles.items() if role is not None}):
             # an embedding lookup fuses like an elementwise op of its output's shape: the kernel gathers the rows
             roles[node.name] = Pointwise(tuple(node.spec.shape))
+        elif not mutates and reshapes_in_kernel(node, graph, lambda value: _computed(value, nodes, implied, roles)):
+            # so does a reshape PyTorch may copy: the kernel reads its source where the elements lie
+            roles[node.name] = Pointwise(tuple(node.spec.shape))
         elif not mutates and _is_view(node):
             # with in-place ops in the graph a view's position matters, so it is then kept in order
             implied.add(node.name)
@@ -87,7 +92,38 @@ def classify(graph: OpGraph) -> GraphRoles:
             else:
                 template, shape = anchored
                 roles[node.name] = Anchored(template.name, shape.primary_input, shape.input_domain, shape.output_domain)
+    for name in _reshapes_not_read_in_place(nodes, readers, dropped, roles):
+        # PyTorch's reshape, where first needed, as any other view
+        del roles[name]
+        implied.add(name)
+        views.add(name)
     return GraphRoles(frozenset(implied), dropped, frozenset(views), roles, mutates)
+
+
+def _reshapes_not_read_in_place(nodes: dict[str, OpNode], readers, dropped, roles: dict[str, Role]) -> list[str]:
+    """The reshapes given a pointwise role that something other than a kernel that may read them in place reads: an op
+    no template computes, a view, the graph's return, or an op anchored in a template that does not read reshapes."""
+
+    def reads_in_place(reader: str, op: str) -> bool:
+        role = roles.get(reader)
+        return isinstance(role, Pointwise) or (
+            isinstance(role, Anchored) and op in TEMPLATES[role.template].read_member_ops
+        )
+
+    return [
+        name
+        for name, role in roles.items()
+        if role is not None
+        and nodes[name].op in RESHAPE_OPS
+        and not all(reads_in_place(reader, nodes[name].op) for reader in readers.get(name, []) if reader not in dropped)
+    ]
+
+
+def _computed(value: str, nodes: dict[str, OpNode], implied: set[str], roles: dict[str, Role]) -> bool:
+    """Whether a kernel computes `value`, or the value a chain of views or tuple reads ending in `value` reads."""
+    while value in implied and nodes[value].input_refs():
+        value = nodes[value].input_refs()[0]
+    return roles.get(value) is not None
 
 
 # views whose schema does not say so: broadcast_tensors expands each input (no data moves)
@@ -146,11 +182,12 @@ def default_schedule(graph: OpGraph) -> Schedule:
         if not isinstance(step, GroupStep):
             steps.append(KeepLine(step.node))
             continue
-        kept_lookups = _lookups_kept_from(nodes, readers, step)
-        if kept_lookups:
-            # their inputs are never computed by a kernel (`gathers_in_kernel`), so they can run first
-            steps.extend(KeepLine(lookup) for lookup in kept_lookups)
-            members = tuple(member for member in step.members if member not in kept_lookups)
+        kept_reads = _read_members_kept_from(graph, nodes, readers, step)
+        if kept_reads:
+            # their inputs are never computed by a kernel (`gathers_in_kernel`, `reshapes_in_kernel`), so they can run
+            # first
+            steps.extend(KeepLine(member) for member in kept_reads)
+            members = tuple(member for member in step.members if member not in kept_reads)
             if not members:
                 continue
             step = replace(step, members=members)
@@ -248,34 +285,46 @@ def with_default_replay(script: str, graph: OpGraph) -> str:
 
 def moves_data_only(nodes: dict[str, OpNode], members: tuple[str, ...]) -> bool:
     """Whether a kernel of these ops would only move data: copies and casts (the `copies` ops of the elementwise
-    table), cat, stack or repeat (the copy template's ops) and embedding lookups, with nothing but such ops after
-    them."""
+    table), cat, stack or repeat (the copy template's ops), embedding lookups and reshapes, with nothing but such ops
+    after them."""
     for member in members:
         op = nodes[member].op
         entry = FUSIBLE_OPS.get(op)
-        if not (entry is not None and entry.copies) and op not in COPY_OPS and op not in GATHER_OPS:
+        if not (entry is not None and entry.copies) and op not in COPY_OPS + GATHER_OPS + RESHAPE_OPS:
             return False
     return True
 
 
-def _lookups_kept_from(nodes: dict[str, OpNode], readers: dict[str, list[str]], step: GroupStep) -> tuple[str, ...]:
-    """The embedding lookups of a fused group that stay PyTorch calls: all of them in a template that does not
-    gather, and those whose rows something outside the kernel reads (a gather is never stored)."""
-    lookups = gather_members(nodes, step.members)
-    if step.template not in GATHERING_TEMPLATES:
-        return lookups
-    return tuple(lookup for lookup in lookups if lookup in group_outputs(readers, step.members))
+def _read_members_kept_from(
+    graph: OpGraph, nodes: dict[str, OpNode], readers: dict[str, list[str]], step: GroupStep
+) -> tuple[str, ...]:
+    """The read members (embedding lookups, reshapes) of a fused group that stay PyTorch calls: those its template
+    does not read in place, and those whose value something outside the kernel reads (a read value is never
+    stored)."""
+    template, outside = TEMPLATES[step.template], group_outputs(readers, step.members)
+    return tuple(
+        member
+        for member in read_members(nodes, step.members)
+        if member in outside or not template.reads_in_place(nodes[member], step.members, graph)
+    )
 
 
-def _lookup_problem(nodes: dict[str, OpNode], readers: dict[str, list[str]], template: str, members) -> str:
-    """Why a kernel line cannot gather its embedding lookups ("" when it can, or has none)."""
-    lookups = gather_members(nodes, members)
-    if lookups and template not in GATHERING_TEMPLATES:
-        templates = f"{', '.join(GATHERING_TEMPLATES[:-1])} and {GATHERING_TEMPLATES[-1]}"
-        return f"{lookups[0]} (an embedding lookup) is gathered only by {templates} kernels"
-    stored = [lookup for lookup in lookups if lookup in group_outputs(readers, members)]
-    if stored:
-        return f"{stored[0]} (an embedding lookup) is read outside the kernel, and a gathered value is never stored"
+def _read_member_problem(
+    graph: OpGraph, nodes: dict[str, OpNode], readers: dict[str, list[str]], template: str, members
+) -> str:
+    """Why a kernel line cannot read its read members in place ("" when it can, or has none)."""
+    for member in read_members(nodes, members):
+        lookup = nodes[member].op in GATHER_OPS
+        what = "an embedding lookup" if lookup else "a reshape"
+        if not TEMPLATES[template].reads_in_place(nodes[member], members, graph):
+            readers_of_op = [name for name, other in TEMPLATES.items() if nodes[member].op in other.read_member_ops]
+            named = f"{', '.join(readers_of_op[:-1])} and {readers_of_op[-1]}"
+            how = "gathered" if lookup else "read in place"
+            return f"{member} ({what}) is {how} only by {named} kernels" + (
+                ", and not as a loss's target or weight" if template in readers_of_op else ""
+            )
+        if member in group_outputs(readers, members):
+            return f"{member} ({what}) is read outside the kernel, and a value read in place is never stored"
     return ""
 
 
@@ -444,9 +493,9 @@ def _plan(graph, nodes, roles, readers, template_name, members, params, prefix, 
         return ScheduleError(f"line {number}: kernel {template_name}: {problem}", hint)
 
     anchors = [member for member in members if not isinstance(roles.roles[member], Pointwise)]
-    problem = _lookup_problem(nodes, readers, template_name, members)
+    problem = _read_member_problem(graph, nodes, readers, template_name, members)
     if problem:
-        raise fail(problem, "keep the lookup in PyTorch")
+        raise fail(problem, "keep it in PyTorch (a keep line before the kernel)")
     if template_name == POINTWISE.name:
         if anchors:
             raise fail(f"{anchors[0]} ({nodes[anchors[0]].op}) is not elementwise", "keep it, or use its template")

@@ -65,7 +65,8 @@ class KernelShapes:
     prologue may compute ("" for none), input_domains[i], that value's shape, and output_domains[i], the shape its
     epilogue runs over ("" for no epilogue); "" for every other op. row_shapes[i]: for a reduction a row kernel
     can fold, the shapes a row kernel built on it computes (its rows, and one value per row with and without the
-    reduced dims); empty for every other op."""
+    reduced dims); empty for every other op. read_in_place[i]: whether `ops[i]` is an embedding lookup or a reshape that
+    a kernel reads where it needs it and never stores, so only ops of its own kernel may read it."""
 
     domains: tuple[str, ...]
     view_reads: tuple[tuple[str, ...], ...]
@@ -74,6 +75,7 @@ class KernelShapes:
     input_domains: tuple[str, ...]
     output_domains: tuple[str, ...]
     row_shapes: tuple[tuple[str, ...], ...]
+    read_in_place: tuple[bool, ...]
 
     def to_json(self) -> dict[str, Any]:
         return {name: [list(value) if isinstance(value, tuple) else value for value in getattr(self, name)]
@@ -121,13 +123,16 @@ def script_constraint(graph: OpGraph) -> ScriptConstraint:
 def kernel_shapes(graph: OpGraph, ops: Sequence[str], view_reads: tuple[tuple[str, ...], ...]) -> KernelShapes:
     """The `KernelShapes` of `ops`, from the planner's roles: a pointwise op's domain, an anchored op's prologue
     input and input and output domains, a reduction's row shapes."""
+    from drtriton_lsp.compiler.gather import GATHER_OPS
     from drtriton_lsp.compiler.partition import Anchored, Pointwise
+    from drtriton_lsp.compiler.reshape_reads import RESHAPE_OPS
     from drtriton_lsp.compiler.planner import classify, live_readers
     from drtriton_lsp.compiler.templates.fold import reduced_shape
     from drtriton_lsp.compiler.templates.row import RowGroupError, row_group
 
     roles = classify(graph)
     readers = live_readers(graph, roles)
+    op_of = {node.name: node.op for node in graph.nodes}
     domains, primary_inputs, input_domains, output_domains, row_shapes = [], [], [], [], []
     for op in ops:
         role = roles.roles.get(op)
@@ -146,6 +151,7 @@ def kernel_shapes(graph: OpGraph, ops: Sequence[str], view_reads: tuple[tuple[st
     return KernelShapes(
         tuple(domains), view_reads, tuple(tuple(readers.get(op, ())) for op in ops),
         tuple(primary_inputs), tuple(input_domains), tuple(output_domains), tuple(row_shapes),
+        tuple(isinstance(roles.roles.get(op), Pointwise) and op_of[op] in GATHER_OPS + RESHAPE_OPS for op in ops),
     )
 
 
@@ -162,11 +168,12 @@ def _shape_of(text: str) -> tuple[Any, ...] | None:
 
 def kernel_templates(graph: OpGraph, ops: Sequence[str]) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
     """Per op, the templates whose kernel may hold it and the template it anchors, as the compiler's planner decides:
-    an elementwise op goes in any kernel, an embedding lookup in a kernel that gathers; an anchored op in its own
-    template's kernel (a reduction also in a row kernel where it folds a row's trailing dims, or folded at the end of
-    a template that reduces its output); an op no template computes is kept."""
-    from drtriton_lsp.compiler.gather import GATHER_OPS, GATHERING_TEMPLATES
+    an elementwise op goes in any kernel, an embedding lookup or a reshape in a kernel that reads it in place; an
+    anchored op in its own template's kernel (a reduction also in a row kernel where it folds a row's trailing dims,
+    or folded at the end of a template that reduces its output); an op no template computes is kept."""
+    from drtriton_lsp.compiler.gather import GATHER_OPS
     from drtriton_lsp.compiler.partition import Anchored, Pointwise
+    from drtriton_lsp.compiler.reshape_reads import RESHAPE_OPS
     from drtriton_lsp.compiler.planner import classify
     from drtriton_lsp.compiler.templates import TEMPLATES
     from drtriton_lsp.compiler.templates.row import RowGroupError, row_group
@@ -178,7 +185,9 @@ def kernel_templates(graph: OpGraph, ops: Sequence[str]) -> tuple[tuple[tuple[st
     for op in ops:
         role = roles.get(op)
         if isinstance(role, Pointwise):
-            templates.append(GATHERING_TEMPLATES if op_of[op] in GATHER_OPS else tuple(TEMPLATES))
+            # a read member (an embedding lookup, a reshape) goes in a kernel that reads it in place
+            readers = tuple(name for name, template in TEMPLATES.items() if op_of[op] in template.read_member_ops)
+            templates.append(readers if op_of[op] in GATHER_OPS + RESHAPE_OPS else tuple(TEMPLATES))
             anchors.append("")
         elif isinstance(role, Anchored):
             extra = [name for name in folding if not _fold_problem(graph, name, op)] if role.template == REDUCE_TEMPLATE else []
@@ -267,6 +276,7 @@ class ScriptGrammar:
             self._input_shape = {op: _shape_of(text) for op, text in self._input_domain.items()}
             self._output_domain = dict(zip(constraint.ops, shapes.output_domains))
             self._row_shapes = dict(zip(constraint.ops, shapes.row_shapes))
+            self._read_in_place = dict(zip(constraint.ops, shapes.read_in_place))
         self._last: tuple[str, frozenset[str], str] = ("", frozenset(), "")
 
     def allows(self, text: str, piece: str) -> bool:
@@ -394,6 +404,11 @@ class ScriptGrammar:
         output = self._output_domain[anchor]
         if any(self._domain[op] != output or not output for op in epilogue):
             return False
+        for op in epilogue:
+            outside = [reader for reader in self._readers[op] if reader not in members]
+            if self._read_in_place[op] and outside and (
+                    closed or not all(self._may_join_epilogue(reader, anchor, template, last) for reader in outside)):
+                return False
         if reduction is None:
             return True
         tile = {anchor, *epilogue}
@@ -405,8 +420,9 @@ class ScriptGrammar:
 
     def _pointwise_fits(self, ops: list[str], closed: bool, placed: set[str]) -> bool:
         """Whether a pointwise kernel may hold `ops` (planner._pointwise_domain): it runs over one of their shapes that
-        every other broadcasts to, and an op of a smaller shape, computed for each element, is read by nothing outside
-        the kernel (while the list grows, only by later ops that may still join it after `placed`)."""
+        every other broadcasts to, and an op of a smaller shape, computed for each element, or read in place (never
+        stored) is read by nothing outside the kernel (while the list grows, only by later ops that may still join it
+        after `placed`)."""
         if not ops:
             return True
         domain = broadcast_domain({self._domain_shape[op] for op in ops})
@@ -415,7 +431,7 @@ class ScriptGrammar:
         members = set(ops)
         for op in ops:
             outside = [reader for reader in self._readers[op] if reader not in members]
-            if self._domain_shape[op] != domain and outside and (
+            if (self._domain_shape[op] != domain or self._read_in_place[op]) and outside and (
                     closed or not all(self._may_join_pointwise(reader, ops, placed) for reader in outside)):
                 return False
         return True

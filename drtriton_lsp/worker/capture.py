@@ -28,6 +28,7 @@ from drtriton_lsp.compiler import aten_schemas
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.errors import CaptureError
 from drtriton_lsp.worker.composite_ops import open_composite_ops
+from drtriton_lsp.worker.copied_views import fold_copies_into_reshapes
 from drtriton_lsp.worker.decomposed_norms import fold_decomposed_norms
 from drtriton_lsp.worker.in_place import functional_program, functionalize_in_place_ops, writes_in_place
 from drtriton_lsp.worker.op_schemas import encoded_constant, schemas_of
@@ -231,13 +232,15 @@ def capture_graph(model: torch.nn.Module, args: tuple, task_file: Path | None = 
 def capture(model: torch.nn.Module, args: tuple, task_file: Path | None = None, free_sizes: bool = True) -> Capture:
     """Export `model` on `args` (see `export_with_fallback`), open composite ops export keeps whole (recurrent
     cells, prelu: worker/composite_ops.py), write in-place ops on fresh values as functional ops
-    (worker/in_place.py), fold decomposed norms back (worker/decomposed_norms.py), and flatten it into an OpGraph."""
+    (worker/in_place.py), fold decomposed norms back (worker/decomposed_norms.py) and copies made to be viewed into
+    reshapes (worker/copied_views.py), and flatten it into an OpGraph."""
     export = export_with_fallback(model, args, task_file, free_sizes)
     exported = open_composite_ops(export.program)
     functionalize_in_place_ops(exported.graph_module)
     if writes_in_place(exported.graph):
         exported = functional_program(exported) or exported
     fold_decomposed_norms(exported.graph_module)
+    fold_copies_into_reshapes(exported.graph_module)
     graph = graph_from_exported(exported, task_file, user_input_names(model, args))
     schemas = schemas_of(graph)
     aten_schemas.remember(schemas)  # this process can plan what it captured, as a caller given the graph

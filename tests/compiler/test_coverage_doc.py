@@ -16,6 +16,7 @@ from drtriton_lsp.compiler.aten_schemas import schema_of
 from drtriton_lsp.compiler.fusible import FUSIBLE_OPS
 from drtriton_lsp.compiler.gather import GATHER_OPS
 from drtriton_lsp.compiler.losses import LOSS_READERS
+from drtriton_lsp.compiler.reshape_reads import RESHAPE_OPS
 from drtriton_lsp.compiler.templates import TEMPLATES
 from drtriton_lsp.compiler.templates.conv import CONV_OVERLOADS
 from drtriton_lsp.compiler.templates.fold import REDUCTION_READERS
@@ -105,7 +106,7 @@ def test_coverage_table_names_every_template_overload(coverage_table):
     named = {overload for row in coverage_table for overload in OVERLOAD.findall(row[1])}
     claimed = [
         *REDUCTION_READERS, *SCAN_COMBINES, *FAMILIES, *FORM_READERS, *CONV_OVERLOADS, *POOL_OVERLOADS, *LOSS_READERS,
-        "aten.cat.default", "aten.stack.default", "aten.repeat.default", *GATHER_OPS,
+        "aten.cat.default", "aten.stack.default", "aten.repeat.default", *GATHER_OPS, *RESHAPE_OPS,
     ]  # fmt: skip
     missing = [op for op in claimed if op not in named]
     assert not missing, f"overloads missing from the Coverage table: {missing}"

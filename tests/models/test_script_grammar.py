@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import regex
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,6 +33,7 @@ from drtriton_lsp.models.script_grammar import (
     script_constraint,
     script_line_pattern,
 )
+from drtriton_lsp.worker.capture import capture_graph
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "csp_dag_level5_graphs.json"
 GRAPHS = [OpGraph.from_json(data) for data in json.loads(FIXTURE.read_text())]
@@ -159,6 +161,24 @@ def test_a_kernel_the_planner_refuses_for_its_template_or_shapes_is_out_of_the_g
     assert not accepted_piece_by_piece(ScriptGrammar(constraint), answer)
     default = formats.script_completion(default_script(graph))
     assert accepted_piece_by_piece(ScriptGrammar(constraint), default)
+
+
+def test_a_reshape_read_in_place_is_listed_only_with_every_op_that_reads_it():
+    class MergedTwice(torch.nn.Module):
+        def forward(self, x, y):
+            merged = x.transpose(0, 1).reshape(x.shape[1], -1)
+            return merged.sigmoid(), merged.abs() + y
+
+    graph = capture_graph(MergedTwice(), (torch.randn(4, 6, 3), torch.randn(6, 12)))
+    constraint = script_constraint(graph)
+    grammar = ScriptGrammar(constraint)
+    split = "kernel pointwise reshape,sigmoid block=1024 warps=4\nkernel pointwise abs_1,add block=1024 warps=4\n"
+    split += formats.END_LINE + "\n"
+    assert "read outside the kernel" in formats.parse_script_answer(split, graph).error
+    assert not accepted_piece_by_piece(grammar, split)
+    together = "kernel pointwise reshape,sigmoid,abs_1,add block=1024 warps=4\n" + formats.END_LINE + "\n"
+    assert formats.parse_script_answer(together, graph).valid
+    assert accepted_piece_by_piece(grammar, together)
 
 
 def test_the_constraint_with_its_kernel_shapes_reads_back_from_json():

@@ -238,6 +238,39 @@ def test_decomposed_norms_whose_statistics_nothing_reads_become_the_composite_op
     assert ops.count("aten.native_layer_norm.default") == 1
 
 
+class CopiesToView(nn.Module):
+    """Copies made only to be viewed (a shifted slice, merged heads), one also read elsewhere, one view returned."""
+
+    def forward(self, logits, heads):
+        shifted = logits[:, :-1].contiguous().view(-1, logits.shape[-1])
+        merged = heads.transpose(1, 2).clone(memory_format=torch.contiguous_format).view(heads.shape[0], heads.shape[2], -1)
+        kept = heads[:, 1:].contiguous()
+        also_read = kept.view(-1) + kept.sum()
+        returned = logits[:, 1:].contiguous().view(-1)
+        return shifted.float().softmax(-1), merged * 2, also_read, returned
+
+
+def test_a_copy_only_a_view_reads_is_captured_as_the_reshape_it_stands_for():
+    model = CopiesToView()
+    example = (torch.randn(2, 5, 6), torch.randn(2, 3, 4, 5))
+    graph = capture_graph(model, example)
+    reshaped = [node.args[0]["ref"] for node in graph.nodes if node.op == "aten.reshape.default"]
+    assert reshaped == ["slice_2", "transpose"]
+    # the copy something else reads, and the view the forward returns, stay as written
+    assert ops_of(graph).count("aten.contiguous.default") == 2 and ops_of(graph).count("aten.view.default") == 2
+
+
+def test_a_graph_that_writes_in_place_keeps_its_copies():
+    class WritesAfterViewing(nn.Module):
+        def forward(self, x, y):
+            viewed = x[:, 1:].contiguous().view(-1)
+            y.add_(1.0)
+            return viewed * y.sum()
+
+    graph = capture_graph(WritesAfterViewing(), (torch.randn(3, 4), torch.randn(2)))
+    assert "aten.reshape.default" not in ops_of(graph)
+
+
 @functools.lru_cache(maxsize=8)
 def attention_scale(width: int) -> float:
     return 1.0 / math.sqrt(width)

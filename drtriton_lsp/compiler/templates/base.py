@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode
 from drtriton_lsp.compiler.names import NameScope
@@ -189,6 +189,13 @@ class Template:
     # a kernel line may end in a reduction over the output's last dim, folded on each output tile
     # (never by default: only a script line or a search that measured it chooses it)
     reduces_output: bool = False
+    # the ops of read members (`gather.read_members`) its kernels read where they need them: embedding lookups
+    # gathered, reshapes read through their source's strides; any other read member runs in PyTorch first
+    read_member_ops: tuple[str, ...] = ()
+
+    def reads_in_place(self, member: OpNode, members: Sequence[str], graph: OpGraph) -> bool:
+        """Whether this template's kernel of `members` reads the read member `member` where it needs it."""
+        return member.op in self.read_member_ops
 
     def anchor(self, node: OpNode, graph: OpGraph) -> AnchorShape | None:
         """The op's kernel shape if this template computes it with PyTorch's semantics, else None."""

@@ -5,10 +5,11 @@ A reduction to a scalar is deterministic: one program adds everything, or a seco
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from drtriton_lsp.compiler.elementwise import float_literal
 from drtriton_lsp.compiler.errors import ScheduleError
+from drtriton_lsp.compiler.gather import read_members, reads_of
 from drtriton_lsp.compiler.graph import OpGraph, OpNode
 from drtriton_lsp.compiler.losses import (
     ELEMENT_FORMULAS,
@@ -19,7 +20,7 @@ from drtriton_lsp.compiler.losses import (
     loss_of,
     rounding_to,
 )
-from drtriton_lsp.compiler.partition import group_inputs
+from drtriton_lsp.compiler.reshape_reads import RESHAPE_OPS
 from drtriton_lsp.compiler.templates.base import (
     AnchorShape,
     KernelPlan,
@@ -77,6 +78,18 @@ class LossTemplate(Template):
         power_of_two("warps", 1, 16, "warps per program"),
     )
 
+    read_member_ops = RESHAPE_OPS
+
+    def reads_in_place(self, member: OpNode, members: Sequence[str], graph: OpGraph) -> bool:
+        """A reshape read among the loss's per-element values, not as a class loss's target or class weights (read
+        per row, through their own strides)."""
+        per_row: set[str] = set()
+        for node in graph.nodes:
+            loss = loss_of(node, graph) if node.name in members else None
+            if loss is not None and loss.family == "classes":
+                per_row |= {value for role, value in loss.operands if role in ("target", "weight")}
+        return super().reads_in_place(member, members, graph) and member.name not in per_row
+
     def anchor(self, node: OpNode, graph: OpGraph) -> AnchorShape | None:
         loss = loss_of(node, graph)
         if loss is None or (loss.family == "elementwise" and loss.reduction == 0):
@@ -122,8 +135,10 @@ class LossKernel:
         self.scope = context.scope()
         for fixed in KERNEL_NAMES + ELEMENT_NAMES:
             self.scope.fresh(fixed)
-        self.inside_values = group_inputs(self.nodes, plan.prologue + (plan.anchor,))
-        self.epilogue_values = [value for value in group_inputs(self.nodes, plan.epilogue) if value != plan.anchor]
+        # a reshape member's value is read through its source's strides, not computed
+        self.read_members = read_members(self.nodes, plan.nodes)
+        self.inside_values = reads_of(self.nodes, plan.prologue + (plan.anchor,))
+        self.epilogue_values = [value for value in reads_of(self.nodes, plan.epilogue) if value != plan.anchor]
         for value in self.epilogue_values:
             if value in plan.prologue:
                 raise ScheduleError(
@@ -138,13 +153,13 @@ class LossKernel:
         self.variables: dict[str, str] = {}
         self.reads = DomainReads(
             self.graph, loss.domain, self.domain_values, self.scope, self.variables,
-            flat_fast_path=loss.family == "elementwise",
+            flat_fast_path=loss.family == "elementwise", gathered=self.read_members,
         )
         self.output_domain = () if self.reduces else loss.positions
         self.epilogue_variables: dict[str, str] = {plan.anchor: self.result}
         self.epilogue_reads = DomainReads(
             self.graph, self.output_domain, self.epilogue_values, self.scope, self.epilogue_variables,
-            flat_fast_path=True,
+            flat_fast_path=True, gathered=self.read_members,
         )
         self.position_variable = "offsets" if loss.family == "elementwise" else "rows"
         self.target = self.scope.fresh("target") if loss.family == "classes" else None
@@ -405,18 +420,22 @@ class LossKernel:
         self.domain_shape = scope.fresh("domain_shape")
         self.position_shape = self.domain_shape if loss.family == "elementwise" else scope.fresh("position_shape")
         self.position_count, self.block = scope.fresh("positions"), scope.fresh("BLOCK")
+        self.setup_lines = self.reads.setup_lines(self.tensors, scope, self.context.helpers)
+        self.setup_lines += self.epilogue_reads.setup_lines(self.tensors, scope, self.context.helpers)
         self.stride_lines, stride_arguments, self.flag_arguments = self.reads.wrapper_arguments(self.tensors, scope)
         self.output_shape = "()" if self.reduces else self.position_shape
         epilogue_stride_lines, epilogue_stride_arguments, self.epilogue_flag_arguments = (
             self.epilogue_reads.wrapper_arguments(self.tensors, scope)
         )
         self.stride_lines += epilogue_stride_lines
-        self.read_pairs = [(read.pointer, self.tensors[read.value]) for read in self.reads.reads]
+        self.read_pairs = list(zip(self.reads.pointer_parameters(), self.reads.pointer_arguments(self.tensors)))
         if self.target:
             self.read_pairs.append((self.target_pointer, self.tensors[loss.operand("target")]))
         if self.weight_pointer:
             self.read_pairs.append((self.weight_pointer, self.tensors[loss.operand("weight")]))
-        self.epilogue_pairs = [(read.pointer, self.tensors[read.value]) for read in self.epilogue_reads.reads]
+        self.epilogue_pairs = list(
+            zip(self.epilogue_reads.pointer_parameters(), self.epilogue_reads.pointer_arguments(self.tensors))
+        )
         pointers = self._output_pointers()
         self.output_pairs = [(pointers[value], self.outputs[value]) for value in plan.outputs]
         self.size_pairs = [("positions", self.position_count)]
@@ -625,14 +644,15 @@ class LossKernel:
     def _wrapper(self) -> str:
         plan, graph, loss = self.plan, self.graph, self.loss
         block, outputs = self.block, self.outputs
-        device = f"{self.tensors[plan.inputs[0]]}.device"
+        device = f"{self.reads.pointer_arguments(self.tensors)[0]}.device"
         launches = f"{plan.kernel}, then {self.finish_kernel}" if self.partials else f"one launch of {plan.kernel}"
         lines = [f'"""Computes {", ".join(plan.nodes)} ({launches}); returns {", ".join(outputs.values())}."""']
-        full_shape = [value for value in self.domain_values if graph.spec_of(value).shape == loss.domain]
+        lines += self.setup_lines
+        full_shape = [read for read in self.reads.reads if read.spec.shape == loss.domain]
         if full_shape:
-            lines.append(f"{self.domain_shape} = {self.tensors[full_shape[0]]}.shape")
+            lines.append(f"{self.domain_shape} = {self.reads.shape_of(full_shape[0], self.tensors)}")
         else:
-            shapes = ", ".join(f"{self.tensors[value]}.shape" for value in self.domain_values)
+            shapes = ", ".join(self.reads.shape_of(read, self.tensors) for read in self.reads.reads)
             lines.append(f"{self.domain_shape} = torch.broadcast_shapes({shapes})")
         if loss.family != "elementwise":
             folded = loss.reduced_dim

@@ -17,8 +17,9 @@ from drtriton_lsp.compiler.elementwise import (
     bind_arguments,
     is_finite_number,
 )
-from drtriton_lsp.compiler.gather import gather_members, reads_of
+from drtriton_lsp.compiler.gather import GATHER_OPS, read_members, reads_of
 from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode, TensorSpec
+from drtriton_lsp.compiler.reshape_reads import RESHAPE_OPS
 from drtriton_lsp.compiler.templates.base import (
     AnchorShape,
     KernelPlan,
@@ -316,6 +317,7 @@ class NormalizeTemplate(Template):
     """Ops normalising rows of their input: statistics per row, then an output of the input's shape."""
 
     name = "normalize"
+    read_member_ops = GATHER_OPS + RESHAPE_OPS
     summary = "softmax, log_softmax, layer_norm, rms_norm, group_norm, instance_norm, batch_norm (inference)"
     parameters = (
         strategy_parameter(),
@@ -461,9 +463,9 @@ class NormalizeKernel:
             scope.fresh(fixed)
         graph = self.graph
         nodes = {node.name: node for node in graph.nodes}
-        lookups = gather_members(nodes, plan.nodes)
+        lookups = read_members(nodes, plan.nodes)
         self.variables: dict[str, str] = {}
-        # what the kernel computes: an embedding lookup's value is read (gathered), not computed
+        # what the kernel computes: a read member's value (an embedding lookup, a reshape) is read, not computed
         computed = set(plan.nodes) - set(lookups)
         input_values = reads_of(nodes, plan.prologue) if plan.prologue else [normalization.source]
         output_values: list[str] = []
@@ -854,14 +856,17 @@ class NormalizeKernel:
         sizes = _SizeExpressions(norm, domain_shape)
         input_reads = self.input_reads.reads
         full_shape = [read for read in input_reads if tuple(read.spec.shape) == norm.domain]
-        device = f"{self.input_reads.pointer_arguments(tensors)[0]}.device"
 
         returned = ", ".join(outputs.values())
         lines = [
             f"def {plan.wrapper}({', '.join(parameters.values())}):",
             f'{INDENT}"""Computes {", ".join(plan.nodes)} in one launch of {plan.kernel}; returns {returned}."""',
         ]
-        unused = [name for value, name in parameters.items() if value not in tensors]
+        setup = self.input_reads.setup_lines(parameters, scope, self.context.helpers)
+        setup += self.output_reads.setup_lines(parameters, scope, self.context.helpers)
+        device = f"{self.input_reads.pointer_arguments(tensors)[0]}.device"
+        reshaping = self.input_reads.reshape_inputs() | self.output_reads.reshape_inputs()
+        unused = [name for value, name in parameters.items() if value not in tensors and value not in reshaping]
         if unused:
             lines.append(f"{INDENT}# {', '.join(unused)}: sizes the op was given; the input's shape holds them")
         if channels_last_wrapper is not None:
@@ -870,6 +875,7 @@ class NormalizeKernel:
                 f"{INDENT}if not {source}.is_contiguous() and {source}.is_contiguous(memory_format=torch.channels_last):",
                 f"{INDENT * 2}return {channels_last_wrapper}({', '.join(parameters.values())})",
             ]
+        lines += [INDENT + line for line in setup]
         if full_shape:
             lines.append(f"{INDENT}{domain_shape} = {self.input_reads.shape_of(full_shape[0], tensors)}")
         else:

@@ -18,9 +18,15 @@ from drtriton_lsp.compiler.elementwise import (
     bind_arguments,
 )
 from drtriton_lsp.compiler.fusible import FUSIBLE_OPS
-from drtriton_lsp.compiler.gather import GATHER_OPS, gather_members, lookup_operands, reads_of
-from drtriton_lsp.compiler.graph import Dim, OpGraph, TensorSpec
+from drtriton_lsp.compiler.gather import GATHER_OPS, lookup_operands, read_members, reads_of
+from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.compiler.names import NameScope
+from drtriton_lsp.compiler.reshape_reads import (
+    RESHAPE_OPS,
+    example_level_counts,
+    reshape_source,
+    target_shape_expression,
+)
 from drtriton_lsp.compiler.templates.base import KernelPlan, RenderContext, Template, power_of_two
 
 INDENT = "    "
@@ -37,6 +43,7 @@ class DomainRead:
     strides: dict[int, str]  # domain dim -> stride parameter, for dims the value varies along
     contiguous_flag: str | None  # set when the value may be a contiguous tensor of the domain's shape
     lookup: "TableLookup | None" = None  # set when the value is an embedding lookup, gathered as it is read
+    reshaped: "ReshapedSource | None" = None  # set when the value is a reshape, read through its source's strides
 
 
 @dataclass(frozen=True)
@@ -57,14 +64,42 @@ class TableLookup:
     in_range: str
 
 
+@dataclass(frozen=True)
+class ReshapedSource:
+    """A value read as `source.reshape(...)` through the source's own strides (`compiler.reshape_reads`), never copied.
+
+    Each dim the value varies along is read in levels, outermost first: `DomainRead.strides` holds its outermost
+    level's stride parameter, `level_strides` every level's and `inner_sizes` the sizes of all levels but the
+    outermost. counts: the levels of every dim of the value, as the wrapper's host function is asked for them.
+    """
+
+    node: OpNode
+    source: str
+    counts: tuple[int, ...]
+    level_strides: dict[int, tuple[str, ...]]
+    inner_sizes: dict[int, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class ReshapedWrapperValues:
+    """The launch wrapper's variables for one reshaped read: the tensor read, its reshaped shape, levels' sizes and
+    strides (what the host function returned)."""
+
+    tensor: str
+    shape: str
+    sizes: str
+    strides: str
+
+
 class DomainReads:
     """Graph values read into a kernel's iteration domain, broadcasting like PyTorch.
 
     A value of lower rank aligns with the domain's trailing dims; size-1 dims broadcast (no stride
     parameter, index ignored). `flat_fast_path`: the kernel also has flat offsets into a contiguous
     domain, so a contiguous full-shape value can be read at those offsets instead of through strides.
-    `gathered`: the kernel's embedding lookups (`compiler.gather`); a value they compute is read as a gather of its
-    table's rows at its indices.
+    `gathered`: the kernel's read members (`gather.read_members`): an embedding lookup's value is read as a gather of
+    its table's rows at its indices, a reshape's through its source's strides. A wrapper calls `setup_lines` first
+    when the kernel reads a reshape.
     """
 
     def __init__(
@@ -81,18 +116,25 @@ class DomainReads:
         self.domain = domain
         varying_dims = [dim for dim, size in enumerate(domain) if size != 1]
         nodes = {node.name: node for node in graph.nodes if node.name in gathered}
+        self.graph = graph
         self.reads: list[DomainRead] = []
+        # per reshaped read's value, the wrapper's variables (`setup_lines`)
+        self.reshaped_wrapper_values: dict[str, ReshapedWrapperValues] = {}
         for value in values:
             spec = graph.spec_of(value)
             variables[value] = scope.fresh(value)
             offset = len(domain) - spec.rank
             dims = [dim for dim in varying_dims if dim >= offset and spec.shape[dim - offset] != 1]
+            full_shape = flat_fast_path and dims and spec.shape == domain
+            if value in nodes and nodes[value].op in RESHAPE_OPS:
+                flag = scope.fresh(f"{variables[value]}_is_contiguous".upper()) if full_shape else None
+                self.reads.append(_reshaped_read(nodes[value], graph, variables[value], dims, offset, flag, scope))
+                continue
             if value in nodes:
                 self.reads.append(_lookup_read(nodes[value], spec, variables[value], dims, len(domain), scope))
                 continue
             pointer = scope.fresh(f"{variables[value]}_ptr")
             strides = {dim: scope.fresh(f"{variables[value]}_stride{dim}") for dim in dims}
-            full_shape = flat_fast_path and dims and spec.shape == domain
             flag = scope.fresh(f"{variables[value]}_is_contiguous".upper()) if full_shape else None
             self.reads.append(DomainRead(value, spec, variables[value], pointer, strides, flag))
 
@@ -104,14 +146,61 @@ class DomainReads:
     def pointer_parameters(self) -> list[str]:
         return [pointer for read in self.reads for pointer in _pointers(read)]
 
+    def setup_lines(self, tensors: dict[str, str], scope: NameScope, helpers: DeviceHelpers) -> list[str]:
+        """The wrapper's first statements: each reshaped read's tensor, shape and levels, from the host function (see
+        `reshape_reads`); the other methods' wrapper expressions name them."""
+        lines: list[str] = []
+        for read in self.reads:
+            if read.reshaped is None:
+                continue
+            reshaped = read.reshaped
+            source = tensors[reshaped.source]
+            parts = ("read", "shape", "sizes", "strides")
+            names = ReshapedWrapperValues(*(scope.fresh(f"{read.variable}_{part}") for part in parts))
+            self.reshaped_wrapper_values[read.value] = names
+            shape = target_shape_expression(
+                reshaped.node, self.graph, source, lambda encoded: _wrapper_value(encoded, tensors)
+            )
+            lines += [
+                f"# {read.value} = {source} reshaped to {shape}, read through {source}'s strides (copied only where",
+                "# they do not allow it)",
+                f"{names.tensor}, {names.shape}, {names.sizes}, {names.strides} = "
+                f"{helpers.name_of('read_levels')}({source}, {shape}, {list(reshaped.counts)})",
+            ]
+        return lines
+
+    def _contiguity(self, read: DomainRead, tensors: dict[str, str], memory_format: str | None) -> str:
+        """A wrapper expression: whether `read`'s tensor lies at the flat offsets (row-major, or in `memory_format`).
+        A reshaped read's tensor does when it is row-major itself (the reshape of a row-major tensor is), and the
+        offsets run row-major."""
+        if read.reshaped is None:
+            return f"{tensors[read.value]}.is_contiguous({f'memory_format={memory_format}' if memory_format else ''})"
+        contiguous = f"{self.reshaped_wrapper_values[read.value].tensor}.is_contiguous()"
+        return f"{contiguous} and {memory_format} is torch.contiguous_format" if memory_format else contiguous
+
+    def reshape_inputs(self) -> set[str]:
+        """The graph values the reshaped reads' setup names: their sources and the sizes in their shapes."""
+        return {value for read in self.reads if read.reshaped for value in read.reshaped.node.input_refs()}
+
     def pointer_arguments(self, tensors: dict[str, str]) -> list[str]:
         """The wrapper's tensors for `pointer_parameters`, in their order (tensors: graph value -> wrapper variable)."""
-        return [tensors[value] for read in self.reads for value in _pointer_values(read)]
+        arguments = []
+        for read in self.reads:
+            if read.reshaped is not None:
+                arguments.append(self.reshaped_wrapper_values[read.value].tensor)
+            else:
+                arguments += [tensors[value] for value in _pointer_values(read)]
+        return arguments
 
     def stride_parameters(self) -> list[str]:
-        """Each read's strides; an embedding lookup's then its table's row stride and row count."""
+        """Each read's strides; an embedding lookup's then its table's row stride and row count; a reshape's levels'
+        strides and inner sizes per dim."""
         parameters: list[str] = []
         for read in self.reads:
+            if read.reshaped is not None:
+                for dim in read.strides:
+                    parameters += read.reshaped.level_strides[dim] + read.reshaped.inner_sizes[dim]
+                continue
             parameters += read.strides.values()
             if read.lookup is not None:
                 parameters += [read.lookup.row_stride, read.lookup.row_count]
@@ -119,6 +208,8 @@ class DomainReads:
 
     def shape_of(self, read: DomainRead, tensors: dict[str, str]) -> str:
         """An expression for the shape of `read`'s value at run time, in the wrapper."""
+        if read.reshaped is not None:
+            return self.reshaped_wrapper_values[read.value].shape
         if read.lookup is None:
             return f"{tensors[read.value]}.shape"
         return f"({tensors[read.lookup.indices]}.shape + {tensors[read.lookup.table]}.shape[1:])"
@@ -159,7 +250,11 @@ class DomainReads:
                     f"{read.variable} = tl.load({read.pointer}){convert}",
                 ]
                 continue
-            strided = " + ".join(f"{index_of_dim[dim]} * {stride}" for dim, stride in read.strides.items())
+            if read.reshaped is not None:
+                lines.append(f"# {read.variable}: {read.reshaped.source} reshaped, read through its strides (never copied)")
+                strided = " + ".join(_level_terms(read, dim, index_of_dim[dim]) for dim in read.strides)
+            else:
+                strided = " + ".join(f"{index_of_dim[dim]} * {stride}" for dim, stride in read.strides.items())
             strided_load = f"{read.variable} = tl.load({read.pointer} + {strided}{masked}){convert}"
             if read.contiguous_flag is None or flat_offsets is None:
                 if len(read.strides) < sum(1 for size in self.domain if size != 1):
@@ -198,6 +293,14 @@ class DomainReads:
                 lines += lookup_lines
                 stride_arguments += lookup_arguments
                 continue
+            if read.reshaped is not None:
+                names = self.reshaped_wrapper_values[read.value]
+                offset = len(self.domain) - read.spec.rank
+                for dim in read.strides:
+                    levels = read.reshaped.counts[dim - offset]
+                    stride_arguments += [f"{names.strides}[{dim - offset}][{level}]" for level in range(levels)]
+                    stride_arguments += [f"{names.sizes}[{dim - offset}][{level}]" for level in range(1, levels)]
+                continue
             if not read.strides:
                 continue
             tensor = tensors[read.value]
@@ -205,9 +308,8 @@ class DomainReads:
             lines.append(f"{strides} = {tensor}.stride()")
             offset = len(self.domain) - read.spec.rank
             stride_arguments += [f"{strides}[{dim - offset}]" for dim in read.strides]
-        layout = f"memory_format={memory_format}" if memory_format else ""
         flags = [
-            f"{read.contiguous_flag}={tensors[read.value]}.is_contiguous({layout})"
+            f"{read.contiguous_flag}={self._contiguity(read, tensors, memory_format)}"
             for read in self.reads
             if read.contiguous_flag
         ]
@@ -232,6 +334,51 @@ def _lookup_read(node, spec: TensorSpec, variable: str, dims: list[int], rank: i
         in_range=scope.fresh(f"{variable}_in_range"),
     )
     return DomainRead(node.name, spec, variable, scope.fresh(f"{variable}_indices_ptr"), strides, None, lookup)
+
+
+def _reshaped_read(
+    node: OpNode, graph: OpGraph, variable: str, dims: list[int], offset: int, flag: str | None, scope: NameScope
+) -> DomainRead:
+    """The read of a reshape's value through its source's strides: each varying dim in its example level count
+    (flag: the constexpr set when the tensor read is row-major, so read at the domain's flat offsets)."""
+    counts = tuple(example_level_counts(node, graph))
+    level_strides = {
+        dim: tuple(scope.fresh(f"{variable}_stride{dim}_{level}") for level in range(counts[dim - offset]))
+        for dim in dims
+    }
+    inner_sizes = {
+        dim: tuple(scope.fresh(f"{variable}_size{dim}_{level}") for level in range(1, counts[dim - offset]))
+        for dim in dims
+    }
+    reshaped = ReshapedSource(node, reshape_source(node), counts, level_strides, inner_sizes)
+    strides = {dim: level_strides[dim][0] for dim in dims}
+    return DomainRead(node.name, node.spec, variable, scope.fresh(f"{variable}_ptr"), strides, flag, reshaped=reshaped)
+
+
+def _level_terms(read: DomainRead, dim: int, index: str) -> str:
+    """The offset of `index` along a reshaped read's dim: its levels, outermost first, each index // (the inner
+    levels' sizes) % (its own size) times its stride (the outermost needs no %, the innermost no //)."""
+    strides, sizes = read.reshaped.level_strides[dim], read.reshaped.inner_sizes[dim]
+    terms = []
+    index = index if index.isidentifier() else f"({index})"
+    for level, stride in enumerate(strides):
+        inner = sizes[level:]
+        term = index
+        if inner:
+            term = f"({term} // ({' * '.join(inner)}))" if len(inner) > 1 else f"({term} // {inner[0]})"
+        if level > 0:
+            term = f"({term} % {sizes[level - 1]})"
+        terms.append(f"{term} * {stride}")
+    return " + ".join(terms)
+
+
+def _wrapper_value(encoded, tensors: dict[str, str]) -> str:
+    """A reshape's shape argument as wrapper source: graph values (sizes the forward computed) by their variables."""
+    if isinstance(encoded, dict) and "ref" in encoded:
+        return tensors[encoded["ref"]]
+    if isinstance(encoded, dict) and "list" in encoded:
+        return "[" + ", ".join(_wrapper_value(item, tensors) for item in encoded["list"]) + "]"
+    return repr(encoded)
 
 
 def _pointers(read: DomainRead) -> list[str]:
@@ -366,8 +513,8 @@ def elementwise_lines(
     the kernel), is rounded to its dtype first, as PyTorch does.
     """
     nodes = {node.name: node for node in graph.nodes}
-    # an embedding lookup is not computed: its value is gathered where the kernel reads it (DomainReads)
-    members = [member for member in members if nodes[member].op not in GATHER_OPS]
+    # an embedding lookup or a reshape is not computed: its value is read where the kernel needs it (DomainReads)
+    members = [member for member in members if nodes[member].op not in GATHER_OPS + RESHAPE_OPS]
     for member in members:
         variables[member] = scope.fresh(member)
     member_set = set(members)
@@ -426,6 +573,7 @@ class PointwiseTemplate(Template):
     """Elementwise ops sharing one output shape, in one launch over the flattened domain."""
 
     name = "pointwise"
+    read_member_ops = GATHER_OPS + RESHAPE_OPS
     summary = "elementwise math, activations, comparisons, where, clamp, casts, eval-mode dropout"
     parameters = (
         power_of_two("block", 64, 8192, "elements each program computes"),
@@ -443,9 +591,9 @@ class PointwiseTemplate(Template):
             scope.fresh(fixed)
         variables: dict[str, str] = {}
         nodes = {node.name: node for node in graph.nodes}
-        lookups = gather_members(nodes, plan.nodes)
         reads = DomainReads(
-            graph, domain, reads_of(nodes, plan.nodes), scope, variables, flat_fast_path=True, gathered=lookups
+            graph, domain, reads_of(nodes, plan.nodes), scope, variables, flat_fast_path=True,
+            gathered=read_members(nodes, plan.nodes),
         )
         compute = elementwise_lines(graph, plan.nodes, variables, scope, context.helpers)
         output_pointers = {value: scope.fresh(f"{variables[value]}_ptr") for value in plan.outputs}
@@ -557,7 +705,7 @@ class PointwiseTemplate(Template):
             scope.fresh(name) for name in ("domain_shape", "numel", "BLOCK", "grid", "layout")
         )
         full_shape = [read for read in reads.reads if read.spec.shape == plan.domain]
-        stored_full_shape = [read for read in full_shape if read.lookup is None]
+        stored_full_shape = [read for read in full_shape if read.lookup is None and read.reshaped is None]
         device = f"{tensors[plan.inputs[0]]}.device"
 
         returned = ", ".join(outputs.values())
@@ -565,6 +713,7 @@ class PointwiseTemplate(Template):
             f"def {plan.wrapper}({', '.join(tensors.values())}):",
             f'{INDENT}"""Computes {", ".join(plan.nodes)} in one launch of {plan.kernel}; returns {returned}."""',
         ]
+        lines += [INDENT + line for line in reads.setup_lines(tensors, scope, context.helpers)]
         if full_shape:
             lines.append(f"{INDENT}{domain_shape} = {reads.shape_of(full_shape[0], tensors)}")
         else:
@@ -626,5 +775,5 @@ def follows_channels_last(domain: tuple[Dim, ...], reads: DomainReads) -> bool:
         len(domain) == 4
         and domain[1] != 1
         and any(size != 1 for size in domain[2:])
-        and any(read.spec.shape == domain and read.lookup is None for read in reads.reads)
+        and any(read.spec.shape == domain and read.lookup is None and read.reshaped is None for read in reads.reads)
     )

@@ -9,8 +9,10 @@ from typing import Any
 
 from drtriton_lsp.compiler.elementwise import TRITON_DTYPES
 from drtriton_lsp.compiler.errors import ScheduleError
-from drtriton_lsp.compiler.gather import gather_members, reads_of
+from drtriton_lsp.compiler.gather import GATHER_OPS, read_members, reads_of
 from drtriton_lsp.compiler.graph import Dim, OpGraph, OpNode
+from drtriton_lsp.compiler.names import NameScope
+from drtriton_lsp.compiler.reshape_reads import RESHAPE_OPS
 from drtriton_lsp.compiler.templates.base import (
     AnchorShape,
     KernelPlan,
@@ -140,9 +142,9 @@ class AnchoredKernelWriter(KernelWriter):
     def __init__(self, plan: KernelPlan, context: RenderContext):
         super().__init__(plan, context)
         self.anchor = self.nodes[plan.anchor]
-        # values read by the prologue and the anchor (input domain), and by the epilogue (output domain); an embedding
-        # lookup's value is read (gathered), not computed
-        self.lookups = gather_members(self.nodes, plan.nodes)
+        # values read by the prologue and the anchor (input domain), and by the epilogue (output domain); a read
+        # member's value (an embedding lookup, a reshape) is read, not computed
+        self.lookups = read_members(self.nodes, plan.nodes)
         self.inside = reads_of(self.nodes, plan.prologue + (plan.anchor,))
         self.outside = [value for value in reads_of(self.nodes, plan.epilogue) if value != plan.anchor]
 
@@ -192,13 +194,19 @@ class AnchoredKernelWriter(KernelWriter):
             text += ", then " + ", ".join(f"{self.nodes[name].op} ({name})" for name in plan.epilogue)
         return text
 
-    def wrapper_start(self, tensors: dict[str, str], input_shape: str, launches: str, reads: DomainReads) -> list[str]:
-        """The wrapper's signature, docstring and the input domain's shape at run time (reads: the input domain's)."""
+    def wrapper_start(
+        self, tensors: dict[str, str], input_shape: str, launches: str, reads: DomainReads, scope: NameScope,
+        epilogue_reads: DomainReads | None = None,
+    ) -> list[str]:
+        """The wrapper's signature, docstring, reshaped reads' setup and the input domain's shape at run time (reads:
+        the input domain's)."""
         plan = self.plan
         lines = [
             f"def {plan.wrapper}({', '.join(tensors.values())}):",
             f'{INDENT}"""Computes {", ".join(plan.nodes)} in {launches}."""',
         ]
+        for domain_reads in (reads, epilogue_reads) if epilogue_reads else (reads,):
+            lines += [INDENT + line for line in domain_reads.setup_lines(tensors, scope, self.context.helpers)]
         inside = [read for read in reads.reads if read.value in self.inside]
         full_shape = [read for read in inside if read.spec.shape == self.domain]
         if full_shape:
@@ -233,6 +241,7 @@ class ReduceTemplate(Template):
     """Reductions over any dims: the input viewed as rows x reduced elements, ROWS rows per program."""
 
     name = "reduce"
+    read_member_ops = GATHER_OPS + RESHAPE_OPS
     summary = (
         "sum, mean, amax/amin, max/min (values and indices), argmax/argmin, prod, logsumexp, var/std, vector norms"
     )
@@ -566,13 +575,13 @@ class ReduceKernel(AnchoredKernelWriter):
             )
         )
         returned = [scope.fresh(variable) for variable, _, _ in launch.outputs]
-        input_arguments = launch.reads_in.pointer_arguments(tensors)
-        device = f"{input_arguments[0]}.device"
         if self.strategy == "split":
             launches = "two launches: partial results per split, then one result per row"
         else:
             launches = f"one launch of {plan.kernel}"
-        lines = self.wrapper_start(tensors, input_shape, launches, launch.reads_in)
+        lines = self.wrapper_start(tensors, input_shape, launches, launch.reads_in, scope, launch.reads_out)
+        input_arguments = launch.reads_in.pointer_arguments(tensors)
+        device = f"{input_arguments[0]}.device"
         shape_items = [
             "1" if dim in reduction.dims else f"{input_shape}[{dim}]"
             for dim in range(len(domain))
@@ -797,7 +806,7 @@ class ScanKernel(AnchoredKernelWriter):
         )
         returned = [scope.fresh(variable) for variable, _ in outputs]
         device = f"{tensors[self.inside[0]]}.device"
-        lines = self.wrapper_start(tensors, input_shape, f"one launch of {plan.kernel}", reads)
+        lines = self.wrapper_start(tensors, input_shape, f"one launch of {plan.kernel}", reads, scope)
         for variable, (_, dtype) in zip(returned, outputs):
             lines.append(f"{INDENT}{variable} = torch.empty({input_shape}, dtype=torch.{dtype}, device={device})")
         inner = [f"{input_shape}[{other}]" for other in kept if other > dim]
