@@ -129,8 +129,8 @@ def partition_graph(
             continue
         role = role_of(node)
         direct, through = direct_and_implied_reads(node)
-        read_through_implied = groups_of(through)
-        for group in read_through_implied:
+        # in graph order (a set's order would change with the interpreter's string hashing, and with it the steps)
+        for group in sorted(groups_of(through), key=lambda group: order[group.members[0]]):
             close(group)
         if is_mutating(node) or role is None:
             for group in list(open_groups) if is_mutating(node) else groups_of(direct):
