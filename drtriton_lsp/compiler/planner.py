@@ -93,10 +93,12 @@ def classify(graph: OpGraph) -> GraphRoles:
                 template, shape = anchored
                 roles[node.name] = Anchored(template.name, shape.primary_input, shape.input_domain, shape.output_domain)
     for name in _reshapes_not_read_in_place(nodes, readers, dropped, roles):
-        # PyTorch's reshape, where first needed, as any other view
-        del roles[name]
-        implied.add(name)
-        views.add(name)
+        if _is_view(nodes[name]):  # PyTorch's reshape, where first needed, as any other view
+            del roles[name]
+            implied.add(name)
+            views.add(name)
+        else:  # a pixel shuffle: PyTorch's copy
+            roles[name] = None
     return GraphRoles(frozenset(implied), dropped, frozenset(views), roles, mutates)
 
 

@@ -230,3 +230,50 @@ def test_flatten_reads_any_run_of_dims(load_program, device, start, end):
             return x.permute(2, 0, 1).flatten(start, end) + 1.0
 
     run(load_program, device, Flatten(), (torch.randn(3, 4, 5),), [(torch.randn(2, 6, 7),)])
+
+
+class ShuffleUpsampler(nn.Module):
+    """ESPCN's upsampler: a convolution to 4x the channels, pixel shuffle, per-channel PReLU."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 16, 3, padding=1)
+        self.shuffle = nn.PixelShuffle(2)
+        self.prelu = nn.PReLU(4, 0.1)
+
+    def forward(self, x):
+        return self.prelu(self.shuffle(self.conv(x)))
+
+
+def test_a_pixel_shuffle_is_read_where_the_convolution_left_it(load_program, device):
+    program = run(load_program, device, ShuffleUpsampler(), (torch.randn(2, 4, 6, 6),), [(torch.randn(3, 4, 5, 7),)])
+    assert program.schedule.startswith("keep conv2d\nkernel pointwise pixel_shuffle,")
+    assert program.kept_ops == ("aten.conv2d.default",)
+
+
+def test_a_pixel_unshuffle_of_a_slice_is_read_in_place(load_program, device):
+    class Unshuffled(nn.Module):
+        def forward(self, x):
+            return F.pixel_unshuffle(x[:, :, 1:], 3).sigmoid()
+
+    program = run(load_program, device, Unshuffled(), (torch.randn(2, 3, 7, 6),), [(torch.randn(1, 2, 10, 9),)])
+    assert program.schedule.startswith("kernel pointwise pixel_unshuffle,sigmoid ")
+
+
+def test_a_pixel_shuffle_read_by_a_kept_op_stays_pytorchs_copy(load_program, device):
+    class ShuffledThenPooled(nn.Module):
+        def forward(self, x):
+            return F.max_pool2d(F.pixel_shuffle(x, 2), 2, 2, 1).relu()
+
+    program = run(load_program, device, ShuffledThenPooled(), (torch.randn(2, 8, 4, 4),), [(torch.randn(1, 8, 3, 5),)])
+    assert "aten.pixel_shuffle.default" not in program.view_ops
+
+
+def test_a_reshape_fusing_with_the_kernel_that_computes_its_source_is_never_read_in_place(load_program, device):
+    class Regrouped(nn.Module):
+        def forward(self, x):
+            doubled = x * 2.0
+            return doubled.reshape(1, *doubled.shape).exp()
+
+    program = run(load_program, device, Regrouped(), (torch.randn(4, 6),), [(torch.randn(3, 5),)])
+    assert "aten.reshape.default" in program.view_ops

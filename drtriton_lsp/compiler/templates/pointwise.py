@@ -25,6 +25,7 @@ from drtriton_lsp.compiler.reshape_reads import (
     RESHAPE_OPS,
     example_level_counts,
     reshape_source,
+    source_expression,
     target_shape_expression,
 )
 from drtriton_lsp.compiler.templates.base import KernelPlan, RenderContext, Template, power_of_two
@@ -162,10 +163,11 @@ class DomainReads:
                 reshaped.node, self.graph, source, lambda encoded: _wrapper_value(encoded, tensors)
             )
             lines += [
-                f"# {read.value} = {source} reshaped to {shape}, read through {source}'s strides (copied only where",
-                "# they do not allow it)",
+                f"# {read.value} ({reshaped.node.op} of {source}): read where its elements lie, through {source}'s",
+                "# strides (copied first only where they do not allow it)",
                 f"{names.tensor}, {names.shape}, {names.sizes}, {names.strides} = "
-                f"{helpers.name_of('read_levels')}({source}, {shape}, {list(reshaped.counts)})",
+                f"{helpers.name_of('read_levels')}({source_expression(reshaped.node, self.graph, source)}, {shape}, "
+                f"{list(reshaped.counts)})",
             ]
         return lines
 
