@@ -32,6 +32,7 @@ from drtriton_lsp.worker.copied_views import fold_copies_into_reshapes
 from drtriton_lsp.worker.decomposed_norms import fold_decomposed_norms
 from drtriton_lsp.worker.in_place import functional_program, functionalize_in_place_ops, writes_in_place
 from drtriton_lsp.worker.op_schemas import encoded_constant, schemas_of
+from drtriton_lsp.worker.picked_log_probs import fold_picked_log_probs
 
 DTYPE_NAMES = {
     torch.float32: "float32",
@@ -232,8 +233,9 @@ def capture_graph(model: torch.nn.Module, args: tuple, task_file: Path | None = 
 def capture(model: torch.nn.Module, args: tuple, task_file: Path | None = None, free_sizes: bool = True) -> Capture:
     """Export `model` on `args` (see `export_with_fallback`), open composite ops export keeps whole (recurrent
     cells, prelu: worker/composite_ops.py), write in-place ops on fresh values as functional ops
-    (worker/in_place.py), fold decomposed norms back (worker/decomposed_norms.py) and copies made to be viewed into
-    reshapes (worker/copied_views.py), and flatten it into an OpGraph."""
+    (worker/in_place.py), fold decomposed norms back (worker/decomposed_norms.py), copies made to be viewed into
+    reshapes (worker/copied_views.py) and log-probabilities picked at targets into cross-entropies
+    (worker/picked_log_probs.py), and flatten it into an OpGraph."""
     export = export_with_fallback(model, args, task_file, free_sizes)
     exported = open_composite_ops(export.program)
     functionalize_in_place_ops(exported.graph_module)
@@ -241,6 +243,7 @@ def capture(model: torch.nn.Module, args: tuple, task_file: Path | None = None, 
         exported = functional_program(exported) or exported
     fold_decomposed_norms(exported.graph_module)
     fold_copies_into_reshapes(exported.graph_module)
+    fold_picked_log_probs(exported.graph_module)
     graph = graph_from_exported(exported, task_file, user_input_names(model, args))
     schemas = schemas_of(graph)
     aten_schemas.remember(schemas)  # this process can plan what it captured, as a caller given the graph
