@@ -277,3 +277,21 @@ def test_a_reshape_fusing_with_the_kernel_that_computes_its_source_is_never_read
 
     program = run(load_program, device, Regrouped(), (torch.randn(4, 6),), [(torch.randn(3, 5),)])
     assert "aten.reshape.default" in program.view_ops
+
+
+def test_a_batch_norm_adding_a_reshape_runs_right_on_a_channels_last_input(load_program, device):
+    class NormPlusFeatures(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.BatchNorm2d(4)
+            with torch.no_grad():
+                self.norm.running_mean.uniform_(-1, 1)
+                self.norm.running_var.uniform_(0.5, 2)
+
+        def forward(self, x, features):
+            return self.norm(x) + features.transpose(1, 2).reshape(x.shape)
+
+    example = (torch.randn(2, 4, 3, 5), torch.randn(2, 15, 4))
+    test = (torch.randn(3, 4, 2, 6).to(memory_format=torch.channels_last), torch.randn(3, 12, 4))
+    program = run(load_program, device, NormPlusFeatures(), example, [test])
+    assert program.schedule.startswith("kernel normalize batch_norm,reshape,add ")
