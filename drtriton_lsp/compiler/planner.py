@@ -186,8 +186,7 @@ def default_schedule(graph: OpGraph) -> Schedule:
             continue
         kept_reads = _read_members_kept_from(graph, nodes, readers, step)
         if kept_reads:
-            # their inputs are never computed by a kernel (`gathers_in_kernel`, `reshapes_in_kernel`), so they can run
-            # first
+            # this kernel never computes their inputs (`gathers_in_kernel`, `reshapes_in_kernel`): they can run first
             steps.extend(KeepLine(member) for member in kept_reads)
             members = tuple(member for member in step.members if member not in kept_reads)
             if not members:

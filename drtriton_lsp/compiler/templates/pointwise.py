@@ -253,7 +253,7 @@ class DomainReads:
                 ]
                 continue
             if read.reshaped is not None:
-                lines.append(f"# {read.variable}: {read.reshaped.source} reshaped, read through its strides (never copied)")
+                lines.append(f"# {read.variable}: {read.reshaped.source} reshaped, read in levels of its strides")
                 strided = " + ".join(_level_terms(read, dim, index_of_dim[dim]) for dim in read.strides)
             else:
                 strided = " + ".join(f"{index_of_dim[dim]} * {stride}" for dim, stride in read.strides.items())
