@@ -98,7 +98,9 @@ def compile_graph(
         kept_copies=tuple(
             step.op
             for step in kept
-            if roles.roles.get(step.node) is not None and moves_data_only(nodes, (step.node,))
+            if roles.roles.get(step.node) is not None
+            and step.node not in roles.views
+            and moves_data_only(nodes, (step.node,))
         ),
         replay=parsed.replay,
     )

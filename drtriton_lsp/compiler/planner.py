@@ -49,7 +49,8 @@ class GraphRoles:
 
     implied: views, tuple reads and shape math: never scheduled, run where first needed.
     dropped: ops the hybrid leaves out. roles: the partition role of every other op.
-    views: the implied ops that are tensor views (reported apart from compute kept in PyTorch).
+    views: the ops that are tensor views (reported apart from compute kept in PyTorch): the implied ones, and the
+    reshapes a kernel may read in place (a `keep` line of one runs PyTorch's reshape, a view where the strides allow).
     """
 
     implied: frozenset[str]
@@ -81,6 +82,8 @@ def classify(graph: OpGraph) -> GraphRoles:
         elif not mutates and reshapes_in_kernel(node, graph, lambda value: _computed(value, nodes, implied, roles)):
             # so does a reshape PyTorch may copy: the kernel reads its source where the elements lie
             roles[node.name] = Pointwise(tuple(node.spec.shape))
+            if _is_view(node):
+                views.add(node.name)
         elif not mutates and _is_view(node):
             # with in-place ops in the graph a view's position matters, so it is then kept in order
             implied.add(node.name)
@@ -99,6 +102,7 @@ def classify(graph: OpGraph) -> GraphRoles:
             views.add(name)
         else:  # a pixel shuffle: PyTorch's copy
             roles[name] = None
+            views.discard(name)
     return GraphRoles(frozenset(implied), dropped, frozenset(views), roles, mutates)
 
 
@@ -211,6 +215,7 @@ def default_schedule(graph: OpGraph) -> Schedule:
 def replays_by_default(steps: Sequence[KernelLine | KeepLine], graph: OpGraph) -> bool:
     """Whether the forward of these steps replays as a CUDA graph when no script says: from REPLAY_FROM_STEPS steps,
     when the host time the replay saves exceeds what it adds (`replay_estimate`)."""
+    steps = launched_steps(steps, graph)
     return _may_replay(steps, REPLAY_FROM_STEPS) and replay_estimate(steps, graph).pays
 
 
@@ -223,10 +228,21 @@ REPLAY_TIMED_FROM_RATIO = 0.5
 def replay_worth_timing(steps: Sequence[KernelLine | KeepLine], graph: OpGraph) -> bool:
     """Whether a GPU run should measure this forward replayed as CUDA graphs as well as plainly: 2 steps or more,
     one a kernel, and the replay's estimated saving not far below its cost (REPLAY_TIMED_FROM_RATIO)."""
+    steps = launched_steps(steps, graph)
     if not _may_replay(steps, 2):
         return False
     estimate = replay_estimate(steps, graph)
     return estimate.host_s >= REPLAY_TIMED_FROM_RATIO * (estimate.device_s + estimate.copy_s)
+
+
+def launched_steps(steps: Sequence[KernelLine | KeepLine], graph: OpGraph) -> list[KernelLine | KeepLine]:
+    """The steps that cost a launch: all but `keep` lines of reshapes (PyTorch's view where the strides allow, a
+    host call of microseconds, as the views the forward takes where first needed)."""
+    nodes = {node.name: node for node in graph.nodes}
+    return [
+        step for step in steps
+        if not (isinstance(step, KeepLine) and nodes[step.node].op in RESHAPE_OPS and _is_view(nodes[step.node]))
+    ]
 
 
 def _may_replay(steps: Sequence[KernelLine | KeepLine], fewest: int) -> bool:
@@ -428,7 +444,9 @@ def lower_schedule(graph: OpGraph, schedule: Schedule, prefix: str, module_scope
                 require(ref, number, step.node)
             if step.layout is not None:
                 _check_keep_layout(graph, nodes[step.node], step.layout, number)
-            program.append(KeptOp(step.node, nodes[step.node].op, layout=step.layout))
+            # a kept reshape is PyTorch's view where the strides allow it, as an implied one is: not compute
+            bookkeeping = step.node in roles.views
+            program.append(KeptOp(step.node, nodes[step.node].op, bookkeeping=bookkeeping, layout=step.layout))
             available.add(step.node)
             continue
         ordered = tuple(sorted(members, key=position_of.__getitem__))

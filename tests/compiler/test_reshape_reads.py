@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from drtriton_lsp.compiler.errors import ScheduleError
+from drtriton_lsp.compiler.planner import launched_steps, default_schedule
 from drtriton_lsp.compiler.reshape_reads import READ_LEVELS_SOURCE, level_counts
 from schedule_helpers import capture, compile_with
 
@@ -159,8 +160,9 @@ def test_a_shifted_cross_entropy_reads_the_logits_slice_without_the_copy(load_pr
     kernel_lines = [line for line in program.schedule.splitlines() if line.startswith("kernel ")]
     assert kernel_lines[0].startswith("kernel loss view,to,cross_entropy_loss ")
     # the logits are read through the slice's strides; only the labels' small reshape (the loss's target, read per
-    # row) stays PyTorch's
-    assert program.kept_ops == ("aten.reshape.default",)
+    # row) stays PyTorch's, reported as the view (or copy) it is, not as compute left in PyTorch
+    assert program.schedule.startswith("keep view_1\n")
+    assert program.kept_ops == () and "aten.reshape.default" in program.view_ops
     assert "reshaped, read in levels of its strides" in program.kernel_block
 
 
@@ -295,3 +297,24 @@ def test_a_batch_norm_adding_a_reshape_runs_right_on_a_channels_last_input(load_
     test = (torch.randn(3, 4, 2, 6).to(memory_format=torch.channels_last), torch.randn(3, 12, 4))
     program = run(load_program, device, NormPlusFeatures(), example, [test])
     assert program.schedule.startswith("kernel normalize batch_norm,reshape,add ")
+
+
+def test_a_kept_reshape_is_reported_as_a_view_and_costs_no_step_of_the_replay_rule(load_program, device):
+    class PooledHead(nn.Module):
+        """A CNN head: global average pool, flatten, eval-mode dropout, classifier."""
+
+        def __init__(self):
+            super().__init__()
+            self.dropout = nn.Dropout(0.2)
+            self.classifier = nn.Linear(6, 3)
+
+        def forward(self, x):
+            pooled = F.adaptive_avg_pool2d(x.relu(), 1)
+            return self.classifier(self.dropout(pooled.reshape(pooled.shape[0], -1)))
+
+    program = run(load_program, device, PooledHead(), (torch.randn(2, 6, 4, 4),), [(torch.randn(3, 6, 5, 3),)])
+    assert "keep reshape" in program.schedule and "aten.reshape.default" not in program.kept_ops
+    assert "aten.reshape.default" in program.view_ops and "aten.reshape.default" not in program.kept_copies
+    graph = capture(PooledHead().eval(), (torch.randn(2, 6, 4, 4),))
+    steps = default_schedule(graph).steps
+    assert len(launched_steps(steps, graph)) == len(steps) - 1
