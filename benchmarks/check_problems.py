@@ -169,6 +169,8 @@ def generate(graph: Any, module: types.ModuleType) -> dict[str, Any]:
         "replaced_ops": sorted(set(program.replaced_ops)),
         "kept_ops": sorted(set(program.kept_ops)),
         "kept_copies": sorted(set(program.kept_copies)),
+        # the whole default script, to compare two commits' schedules problem by problem
+        "schedule": program.schedule,
     }
 
 
