@@ -144,9 +144,13 @@ NORMALIZE = "kernel normalize instance_norm,abs_1,add,div strategy=single rows=1
         # maximum does not feed instance_norm, so it would be its epilogue, in another shape
         ("c20d11dd768a19e10a89", "kernel normalize maximum,instance_norm,abs_1,add,div strategy=single rows=1 "
          "warps=1\nkeep stack\n", "not in the anchor's output shape"),
-        # mul reads clamp through a flatten, which runs before the kernel
-        ("27e4759477d1730a8650", "kernel pointwise clamp,mul block=1024 warps=4\nkeep gt\nkeep where\n"
-         "keep triplet_margin_loss\n", "which no earlier line computes"),
+        # add_1 reads log_sigmoid through a slice, which runs before the kernel
+        ("f93887a5ffa4ab97cf50", "".join(f"keep {op}\n" for op in (
+            "sum_1", "sign", "detach", "soft_margin_loss", "cross_entropy_loss", "silu", "mean", "max_pool2d"))
+         + "kernel pointwise log_sigmoid,add_1 block=1024 warps=4\n" + "".join(f"keep {op}\n" for op in (
+            "add", "hardsigmoid", "selu", "square", "cat", "abs_1", "adaptive_max_pool2d", "add_2", "rms_norm",
+            "add_3")),
+         "which no earlier line computes"),
     ],
 )
 def test_a_kernel_the_planner_refuses_for_its_template_or_shapes_is_out_of_the_grammar(program, answer, planner_says):
