@@ -91,9 +91,9 @@ def picked_and_summed(log_probabilities, index):
         lambda logits, index: picked_and_summed(F.log_softmax(logits, -1), index[:, :1]),
         lambda logits, index: F.log_softmax(logits, -1).gather(1, index),  # two classes a row
         lambda logits, index: F.log_softmax(logits, 0).gather(0, index[:1].T.contiguous().T[:, :1].T),  # over rows
-        lambda logits, index: F.log_softmax(logits[None], -1).gather(-1, index[None, :, :1]),  # 3-d logits
+        lambda logits, index: F.log_softmax(logits, -1, dtype=torch.float64).gather(1, index[:, :1]),  # a cast
     ],
-    ids=["read-elsewhere", "two-classes", "over-rows", "three-dims"],
+    ids=["read-elsewhere", "two-classes", "over-rows", "cast-first"],
 )
 def test_picks_that_are_not_one_class_a_row_of_a_log_softmax_only_they_read_stay_as_written(
     forward, load_program, device
@@ -105,3 +105,21 @@ def test_picks_that_are_not_one_class_a_row_of_a_log_softmax_only_they_read_stay
     example = (torch.randn(5, 8), torch.randint(0, 5, (5, 2)))
     graph, _ = run(load_program, device, Model(), example, example)
     assert "aten.cross_entropy_loss.default" not in [node.op for node in graph.nodes]
+
+
+class ShiftedTokenLogProbs(nn.Module):
+    """A language model's per-token log-probabilities of the next tokens, as RL code computes them."""
+
+    def forward(self, logits, tokens):
+        shifted = F.log_softmax(logits[:, :-1].float(), dim=-1)
+        return shifted.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1)
+
+
+def test_per_token_log_probabilities_of_a_sequence_are_one_loss_pass(load_program, device):
+    example = (torch.randn(2, 6, 10).bfloat16(), torch.randint(0, 10, (2, 6)))
+    test = (torch.randn(3, 8, 12).bfloat16(), torch.randint(0, 12, (3, 8)))
+    graph, program = run(load_program, device, ShiftedTokenLogProbs(), example, test)
+    ops = [node.op for node in graph.nodes]
+    assert "aten.cross_entropy_loss.default" in ops and "aten.gather.default" not in ops
+    # the cast to float32 moved after the slices and the classes' move, so the loss kernel casts as it reads
+    assert program.schedule.startswith("kernel loss to") and program.kept_ops == ()
