@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from drtriton_lsp.worker.in_place import writes_in_place
+
 aten = torch.ops.aten
 
 VIEWS = (aten.view.default, aten._unsafe_view.default)
@@ -19,7 +21,7 @@ def fold_copies_into_reshapes(graph_module: torch.fx.GraphModule) -> list[str]:
     """Rewrite, in place, each `view(contiguous(x), shape)` (or of `clone(x)`) whose copy only the view reads into
     `reshape(x, shape)`; returns the rewritten views' names."""
     graph = graph_module.graph
-    if any(_writes_in_place(node) for node in graph.nodes):
+    if writes_in_place(graph):
         return []
     returned = {value for node in graph.nodes if node.op == "output" for value in node.all_input_nodes}
     rewritten: list[str] = []
@@ -46,7 +48,3 @@ def _copies(node: torch.fx.Node) -> bool:
         and isinstance(node.args[0], torch.fx.Node)
     )
 
-
-def _writes_in_place(node: torch.fx.Node) -> bool:
-    schema = getattr(node.target, "_schema", None)
-    return node.op == "call_function" and schema is not None and schema.is_mutable
