@@ -181,3 +181,30 @@ def test_an_index_outside_the_table_reads_zeros_instead_of_other_memory(load_pro
         offset = model.offset.expand(2, -1)
         torch.testing.assert_close(result[0, 1:3], offset)  # PyTorch raises here; the kernel reads no row
         torch.testing.assert_close(result[0, [0, 3]], model(bad[:, [0, 3]])[0])
+
+
+class NormPlusLookup(nn.Module):
+    """A batch norm whose epilogue adds looked-up rows (a [N, C, H] index into a table of W columns)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.BatchNorm2d(4)
+        self.table = nn.Embedding(10, 5)
+        with torch.no_grad():
+            self.norm.running_mean.uniform_(-1, 1)
+            self.norm.running_var.uniform_(0.5, 2)
+
+    def forward(self, x, ids):
+        return self.norm(x) + self.table(ids)
+
+
+def test_a_batch_norm_gathering_in_its_epilogue_runs_right_on_a_channels_last_input(load_program, device):
+    model = NormPlusLookup().eval().to(device)
+    graph = capture(model, (torch.randn(2, 4, 3, 5, device=device), ids(2, 4, 3, high=10).to(device)))
+    program = compile_with(graph)
+    assert program.schedule.startswith("kernel normalize batch_norm,embedding,add ")
+    x = torch.randn(3, 4, 2, 5, device=device).to(memory_format=torch.channels_last)
+    test_ids = ids(3, 4, 2, high=10).to(device)
+    with torch.no_grad():
+        actual = getattr(load_program(program), program.forward_function)(model, x, test_ids)
+        torch.testing.assert_close(actual, model(x, test_ids), atol=1e-5, rtol=1e-5)

@@ -356,8 +356,8 @@ def _channels_last_variant(
     """(source, wrapper name) of the same kernel for a channels-last input: an inference batch norm of a 4-d input
     and its epilogue, run over the input's (n, h, w, c) view with the channels as columns, so reads and writes follow
     memory; the result is channels-last, as PyTorch's batch norm gives for such an input. None where it does not
-    apply (batch statistics, a prologue, an epilogue that reads a per-channel vector itself, or a reshape, whose
-    levels follow its own shape, not the (n, h, w, c) view)."""
+    apply (batch statistics, a prologue, an epilogue that reads a per-channel vector itself, or a read member: an
+    embedding lookup or a reshape reads through its own operands' layout, not the (n, h, w, c) view)."""
     graph, domain = context.graph, normalization.domain
     channel_vectors = set(normalization.channel_values().values())
     nodes = {node.name: node for node in graph.nodes}
@@ -369,7 +369,7 @@ def _channels_last_variant(
         or plan.prologue
         or normalization.source not in plan.inputs
         or any(ref in channel_vectors for member in plan.epilogue for ref in nodes[member].input_refs())
-        or any(nodes[member].op in RESHAPE_OPS for member in plan.nodes)
+        or read_members(nodes, plan.nodes)
     ):
         return None
     relaid = (set(plan.inputs) | set(plan.nodes)) - channel_vectors
