@@ -1,7 +1,8 @@
 """Embedding lookups read inside fused kernels: rows of a table gathered at integer indices, as a load.
 
 `gathers_in_kernel` says which embedding ops may run as such a load; templates read a gathered value through
-`DomainReads` (given the gather members) and never compute it as an op, so the looked-up rows are never stored.
+`DomainReads` (given the kernel's `read_members`, which also holds reshapes read in place: compiler/reshape_reads.py)
+and never compute it as an op, so the looked-up rows are never stored.
 """
 
 from __future__ import annotations

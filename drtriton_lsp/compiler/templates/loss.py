@@ -83,11 +83,14 @@ class LossTemplate(Template):
     def reads_in_place(self, member: OpNode, members: Sequence[str], graph: OpGraph) -> bool:
         """A reshape read among the loss's per-element values, not as a class loss's target or class weights (read
         per row, through their own strides)."""
-        per_row: set[str] = set()
-        for node in graph.nodes:
-            loss = loss_of(node, graph) if node.name in members else None
-            if loss is not None and loss.family == "classes":
-                per_row |= {value for role, value in loss.operands if role in ("target", "weight")}
+        losses = [loss_of(node, graph) for node in graph.nodes if node.name in members]
+        per_row = {
+            value
+            for loss in losses
+            if loss is not None and loss.family == "classes"
+            for role, value in loss.operands
+            if role in ("target", "weight")
+        }
         return super().reads_in_place(member, members, graph) and member.name not in per_row
 
     def anchor(self, node: OpNode, graph: OpGraph) -> AnchorShape | None:
