@@ -122,10 +122,13 @@ def _argument_problem(args: tuple, kwargs: dict) -> str:
 
 
 def _kernel_argument(value) -> bool:
-    """Tensors, numbers, strings, None, dtypes, constexprs, tuples of them, and Triton's host tensor descriptors."""
+    """Tensors, numbers, strings, None, dtypes, tuples of them, constexprs holding any of those (a constexpr holding
+    an object would hand the interpreted kernel its methods), and Triton's host tensor descriptors."""
     if value is None or type(value) in (bool, int, float, str):
         return True
-    if isinstance(value, (torch.Tensor, torch.dtype, tl.dtype, tl.constexpr)):
+    if isinstance(value, tl.constexpr):
+        return _kernel_argument(value.value)
+    if isinstance(value, (torch.Tensor, torch.dtype, tl.dtype)):
         return True
     if type(value) is tuple:
         return all(_kernel_argument(item) for item in value)

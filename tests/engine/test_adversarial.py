@@ -110,6 +110,7 @@ CHEATS = [
     cheat("audit_evade_one_result_on_host", "audit_evasion", "reference_in_pytorch", task="task_two_results"),
     cheat("interpreter_python_in_kernel", "audit_evasion", STATIC, "compile_error"),
     cheat("interpreter_python_object_in_kernel", "audit_evasion", STATIC, "compile_error"),
+    cheat("interpreter_python_object_as_constexpr", "audit_evasion", STATIC, "compile_error"),
     # state across calls
     cheat("state_shared_output_buffer", "state_across_calls", "state_across_calls"),
     cheat("state_cache_data_ptr", "state_across_calls", STALE),
