@@ -122,6 +122,40 @@ def test_the_conversion_lays_out_any_input_channels_last(block_graph, load_progr
     assert (relaid is given) == (layout == "channels_last")
 
 
+class ConvNeXtStem(nn.Module):
+    """A depthwise convolution whose result is read as [N, H, W, C] (a ConvNeXt block's first half): the layer norm
+    and the linear after it read it so; `reads_nchw` adds a second reader of the convolution's own layout."""
+
+    def __init__(self, channels: int = 8, reads_nchw: bool = False):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 7, padding=3, groups=channels)
+        self.norm = nn.LayerNorm(channels)
+        self.linear = nn.Linear(channels, 2 * channels)
+        self.reads_nchw = reads_nchw
+
+    def forward(self, x):
+        y = self.conv(x)
+        out = self.linear(self.norm(y.permute(0, -2, -1, 1)))
+        return out + y.sum() if self.reads_nchw else out
+
+
+def test_a_convolution_read_as_channels_last_runs_so_by_default(load_program, device):
+    model = ConvNeXtStem().eval().to(device)
+    graph = capture(ConvNeXtStem(), (torch.randn(2, 8, 9, 9),))
+    schedule = default_schedule(graph)
+    assert schedule.steps[0] == KeepLine("conv2d", "channels_last")
+    program = compile_with(graph, print_schedule(schedule))
+    x = torch.randn(3, 8, 11, 10, device=device)
+    with torch.no_grad():
+        expected = model(x)
+        actual = getattr(load_program(program), program.forward_function)(model, x)
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+    # a reader of the [N, C, H, W] order keeps PyTorch's layout; so does a convolution no one permutes
+    for other, channels in ((ConvNeXtStem(reads_nchw=True), 8), (ResidualBlock(), 6)):
+        graph = capture(other, (torch.randn(2, channels, 9, 9),))
+        assert not [line for line in default_schedule(graph).steps if isinstance(line, KeepLine) and line.layout]
+
+
 def test_kernels_given_a_contiguous_input_keep_the_default_layout(block_graph, load_program, device):
     program = compile_with(block_graph)
     module = load_program(program)

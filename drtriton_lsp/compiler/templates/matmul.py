@@ -361,7 +361,9 @@ class MatmulTemplate(Template):
         if full_wave and half:
             # measured on an H200 (fp16, 4096^3): 128x256x64 with 8 warps ~20 % faster than 128x128x64;
             # a short K (attention scores) leaves nothing to pipeline and runs best on 128x128, 4 warps
-            tile_sizes, warps, stages = ((128, 256, 64), 8, 3) if size.depth >= 256 else ((128, 128, 64), 4, 3)
+            tile_sizes, warps, stages = (
+                ((128, 256, 64), 8, 3) if size.depth >= 256 else ((128, 128, _short_depth_slice(size.depth)), 4, 3)
+            )
         elif full_wave:
             tile_sizes, warps, stages = (128, 64, 32), 4, 3
         else:
@@ -390,6 +392,14 @@ class MatmulTemplate(Template):
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
         node = next(node for node in context.graph.nodes if node.name == plan.anchor)
         return MatmulKernel(plan, context, node, matmul_form(node, context.graph)).source()
+
+
+def _short_depth_slice(depth: int) -> int:
+    """The K slice (32 or 64) of a short depth that pads it least, the larger on a tie: a short K is walked in
+    one to four slices, and the masked part of the last is loads and products that add nothing. Measured on an H200
+    (benchmarks/results/schedule-ab-h200-2026-12-05.md): a ConvNeXt block's K=96 bfloat16 linear with its GELU took
+    583 us in 128x128x64 tiles (two slices, the second half masked) and 466 us in 128x128x32 (three)."""
+    return min((64, 32), key=lambda width: math.ceil(depth / width) * width)
 
 
 class MatmulKernel:
