@@ -52,8 +52,11 @@ def largest_error(actual, expected) -> float:
     return error / max(scale, 1e-6)
 
 
-def measure_problem(path: Path, variant_edits: dict[str, list[list[str]]], directory: Path, profile: bool) -> dict:
-    """Rows of eager, torch.compile, the default schedule and every variant for the problem at `path`."""
+def measure_problem(
+    path: Path, variant_edits: dict[str, list[list[str]]], directory: Path, profile: bool, with_compile: bool = True
+) -> dict:
+    """Rows of eager, torch.compile (unless with_compile is False), the default schedule and every variant for the
+    problem at `path`."""
     problem = import_file(path, f"problem_{path.stem}")
     torch.manual_seed(0)
     model = problem.Model(*problem.get_init_inputs()).eval().cuda()
@@ -66,7 +69,7 @@ def measure_problem(path: Path, variant_edits: dict[str, list[list[str]]], direc
     rows: dict[str, dict] = {}
     with torch.no_grad():
         expected = model(*inputs)
-        baselines = {"eager": model, "torch.compile": torch.compile(model)}
+        baselines = {"eager": model, **({"torch.compile": torch.compile(model)} if with_compile else {})}
         for name, callable_model in baselines.items():
             rows[name] = {"ms": triton.testing.do_bench(lambda: callable_model(*inputs), return_mode="median")}
             if profile:
@@ -91,8 +94,9 @@ def measure_problem(path: Path, variant_edits: dict[str, list[list[str]]], direc
 
 def print_rows(problem: str, rows: dict[str, dict]) -> None:
     """A markdown table of the problem's rows, then each profiled row's longest kernels."""
-    compiled = rows["torch.compile"]["ms"]
-    print(f"\n### {problem}\n\n| variant | ms | vs torch.compile | relative error |\n|---|---|---|---|")
+    compiled = rows.get("torch.compile", rows["eager"])["ms"]
+    baseline = "torch.compile" if "torch.compile" in rows else "eager"
+    print(f"\n### {problem}\n\n| variant | ms | vs {baseline} | relative error |\n|---|---|---|---|")
     for name, row in rows.items():
         if "error" in row:
             print(f"| {name} | - | - | {row['error'].splitlines()[-1][:160]} |")
@@ -113,11 +117,12 @@ def main() -> None:
     parser.add_argument("--variants", type=Path, required=True, help="JSON: problem file -> {name: [[pattern, repl]]}")
     parser.add_argument("--out", type=Path, help="write the measurements as JSON")
     parser.add_argument("--profile", action="store_true", help="also list each row's kernels by device time")
+    parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out (compare with eager)")
     args = parser.parse_args()
     directory = Path(tempfile.mkdtemp())
     results = {}
     for problem, variant_edits in json.loads(args.variants.read_text()).items():
-        results[problem] = measure_problem(Path(problem), variant_edits, directory, args.profile)
+        results[problem] = measure_problem(Path(problem), variant_edits, directory, args.profile, not args.no_compile)
         print_rows(problem, results[problem])
         if args.out:
             args.out.write_text(json.dumps({"torch": torch.__version__, "triton": triton.__version__,

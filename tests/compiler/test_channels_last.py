@@ -170,6 +170,58 @@ def test_kernels_given_a_contiguous_input_keep_the_default_layout(block_graph, l
     assert gated.is_contiguous()
 
 
+class MixedLayouts(nn.Module):
+    """Pointwise ops over [N, C, H, W] inputs and an [N, H, W, C] one read permuted, with a per-channel scale: one
+    kernel whose full-size inputs may lie in different memory orders."""
+
+    def forward(self, x, y_nhwc, scale, z):
+        return torch.relu(x + y_nhwc.permute(0, 3, 1, 2) * scale.view(-1, 1, 1)) - x * z
+
+
+class LaunchCounter:
+    """Stands in for a kernel object in a loaded program: counts `kernel[grid](...)` launches."""
+
+    def __init__(self, kernel):
+        self.kernel, self.launches = kernel, 0
+
+    def __getitem__(self, grid):
+        self.launches += 1
+        return self.kernel[grid]
+
+
+@pytest.mark.parametrize(
+    ("x_layout", "y_layout", "tiled"),
+    [
+        ("contiguous", "nhwc", True),
+        ("channels_last", "nchw", True),
+        ("channels_last", "nhwc", False),
+        ("contiguous", "nchw", False),
+    ],
+    ids=["nchw + nhwc", "channels-last + nchw", "one layout, channels-last", "one layout, nchw"],
+)
+def test_inputs_in_both_layouts_are_read_in_tiles_along_their_own_memory(load_program, device, x_layout, y_layout, tiled):
+    example = torch.randn(2, 5, 6, 7)
+    graph = capture(MixedLayouts(), (example, example.permute(0, 2, 3, 1), torch.randn(5), example))
+    program = compile_with(graph)
+    module = load_program(program)
+    [kernel] = [name for name in dir(module) if name.endswith("_kernel_tiled")]
+    counter = LaunchCounter(getattr(module, kernel))
+    setattr(module, kernel, counter)
+    # 70 channels and 9 x 8 pixels: two partial tiles along each
+    x = torch.randn(3, 70, 9, 8, device=device)
+    x = x.contiguous(memory_format=CHANNELS_LAST) if x_layout == "channels_last" else x
+    y_nchw = torch.randn(3, 70, 9, 8, device=device)
+    # y as the model takes it, [N, H, W, C]: permuted back it is channels-last (nhwc) or row-major (nchw) memory
+    y = y_nchw.permute(0, 2, 3, 1).contiguous() if y_layout == "nhwc" else y_nchw.permute(0, 2, 3, 1)
+    scale = torch.randn(70, device=device)
+    z = torch.randn(3, 70, 9, 16, device=device)[..., ::2]  # in neither layout: read through its strides
+    result = getattr(module, program.forward_function)(None, x, y, scale, z)
+    torch.testing.assert_close(result, MixedLayouts()(x, y, scale, z), atol=1e-5, rtol=1e-5)
+    assert counter.launches == int(tiled)
+    # written densely in one layout (that of the first full-size input the kernel reads), tiled or not
+    assert result.is_contiguous() or is_channels_last(result)
+
+
 def layout_measurer(channels_last_ms: float, default_ms: float = 1.0, channels_last_verified: bool = True):
     """Stand-in for the GPU: fragments as the default, the whole graph faster or slower channels-last."""
     seen = []

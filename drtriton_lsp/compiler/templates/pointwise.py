@@ -589,7 +589,7 @@ class PointwiseTemplate(Template):
         graph, domain = context.graph, plan.domain
         scope = context.scope()
         # the body below spells these names literally; taking them first renames any value called so
-        for fixed in ("pid", "offsets", "flat", "mask", "numel", "BLOCK", "CHANNELS_LAST", "INT32_INDICES"):
+        for fixed in ("pid", "offsets", "flat", "mask", "numel", "BLOCK", "CHANNELS_LAST", "INT32_INDICES", *TILED_NAMES):
             scope.fresh(fixed)
         variables: dict[str, str] = {}
         nodes = {node.name: node for node in graph.nodes}
@@ -687,8 +687,9 @@ class PointwiseTemplate(Template):
         ]
         lines += [f"{INDENT}{line}" for line in body]
         kernel_source = "\n".join(lines) + "\n"
-        wrapper = self._wrapper(plan, context, reads, list(size_names), follows_layout, bool(wide_lines))
-        return kernel_source + "\n\n" + wrapper
+        tiled = _tiled_kernel(plan, graph, reads, compute, output_pointers, variables, scope) if follows_layout else None
+        wrapper = self._wrapper(plan, context, reads, list(size_names), follows_layout, bool(wide_lines), tiled)
+        return kernel_source + "\n\n" + (tiled.source + "\n\n" if tiled else "") + wrapper
 
     def _wrapper(
         self,
@@ -698,6 +699,7 @@ class PointwiseTemplate(Template):
         size_dims: list[int],
         follows_layout: bool,
         splits_offsets: bool,
+        tiled: "TiledKernel | None" = None,
     ) -> str:
         graph = context.graph
         scope = context.scope()
@@ -744,6 +746,10 @@ class PointwiseTemplate(Template):
             tensors, scope, memory_format=layout if follows_layout else None
         )
         lines += [INDENT + line for line in stride_lines]
+        if tiled is not None:
+            lines += [INDENT + line for line in tiled.launch_lines(
+                reads, tensors, outputs, domain_shape, layout, stride_arguments, plan.params["warps"], scope
+            )]
         lines += [
             f"{INDENT}{block} = {plan.params['block']}",
             f"{INDENT}# one program per block of {block} elements",
@@ -764,6 +770,152 @@ class PointwiseTemplate(Template):
         lines += [f"{INDENT * 2}{argument}," for argument in arguments]
         lines += [f"{INDENT})", f"{INDENT}return {returned}"]
         return "\n".join(lines) + "\n"
+
+
+# the names the tiled kernel spells literally (reserved in every pointwise kernel's scope)
+TILED_NAMES = (
+    "pixel_block", "channel_block", "sample", "sample_wide", "pixels", "channels", "channels_wide", "pixel_count",
+    "row_major_offsets", "channels_last_offsets", "height_index", "width_index", "BLOCK_P", "BLOCK_C",
+)
+# pixels x channels a tiled program computes: 64 x 64, as the channels-last conversion moves them
+TILE_PIXELS = 64
+TILE_CHANNELS = 64
+# the grid's third dim (one program row per sample) holds at most this many
+MAX_GRID_SAMPLES = 65535
+
+
+@dataclass(frozen=True)
+class TiledKernel:
+    """The second kernel of a 4-d pointwise kernel that reads full-size inputs in both layouts (an NCHW tensor and a
+    channels-last one, or a permuted [N, H, W, C] result read as [N, C, H, W]): one program per tile of pixels by
+    channels of one sample, each full-size input read in its own memory order and the output written in its own, so
+    every load and store runs along memory (the flat kernel would read one of them a channel stride apart)."""
+
+    source: str
+    name: str
+    order_flags: dict[str, str]  # full-size input value -> its ORDER constexpr (1 row-major, 2 channels-last, 0 other)
+
+    def launch_lines(
+        self,
+        reads: DomainReads,
+        tensors: dict[str, str],
+        outputs: dict[str, str],
+        domain_shape: str,
+        layout: str,
+        stride_arguments: list[str],
+        warps: int,
+        scope: NameScope,
+    ) -> list[str]:
+        """The wrapper's statements that launch it and return, when some full-size input lies in the other layout."""
+        other = scope.fresh("other_layout")
+        full = [tensors[value] for value in self.order_flags]
+        mixed = " or ".join(
+            f"({tensor}.is_contiguous(memory_format={other}) and not {tensor}.is_contiguous(memory_format={layout}))"
+            for tensor in full
+        )
+        orders = [
+            f"{flag}=1 if {tensors[value]}.is_contiguous() else 2 if "
+            f"{tensors[value]}.is_contiguous(memory_format=torch.channels_last) else 0"
+            for value, flag in self.order_flags.items()
+        ]
+        arguments = (
+            reads.pointer_arguments(tensors)
+            + list(outputs.values())
+            + [f"{domain_shape}[{dim}]" for dim in range(4)]
+            + stride_arguments
+            + orders
+            + [f"CHANNELS_LAST={layout} is torch.channels_last", f"BLOCK_P={TILE_PIXELS}", f"BLOCK_C={TILE_CHANNELS}"]
+            + [f"num_warps={warps}"]
+        )
+        grid = (
+            f"(triton.cdiv({domain_shape}[2] * {domain_shape}[3], {TILE_PIXELS}), "
+            f"triton.cdiv({domain_shape}[1], {TILE_CHANNELS}), {domain_shape}[0])"
+        )
+        return (
+            [
+                f"{other} = torch.contiguous_format if {layout} is torch.channels_last else torch.channels_last",
+                "# a full-size input in the other layout: tiles of pixels by channels read each input along its memory",
+                f"if ({mixed}) and {domain_shape}[0] <= {MAX_GRID_SAMPLES}:",
+                f"{INDENT}{self.name}[{grid}](",
+            ]
+            + [f"{INDENT * 2}{argument}," for argument in arguments]
+            + [f"{INDENT})", f"{INDENT}return {', '.join(outputs.values())}"]
+        )
+
+
+def _tiled_kernel(
+    plan: KernelPlan,
+    graph: OpGraph,
+    reads: DomainReads,
+    compute: list[str],
+    output_pointers: dict[str, str],
+    variables: dict[str, str],
+    scope: NameScope,
+) -> TiledKernel | None:
+    """The tiled kernel of a 4-d kernel over a layout-following domain with two or more full-size inputs (only they can
+    disagree in layout), each read as stored (no embedding lookups or reshapes); None for any other kernel."""
+    full = [read for read in reads.reads if read.contiguous_flag]
+    if len(full) < 2 or any(read.lookup is not None or read.reshaped is not None for read in reads.reads):
+        return None
+    sizes = [scope.fresh(f"size{dim}") for dim in range(4)]
+    order_flags = {read.value: scope.fresh(f"{read.variable}_order".upper()) for read in full}
+    name = scope.fresh(f"{plan.kernel}_tiled")
+    index_of_dim = {0: "sample_wide", 1: "channels_wide", 2: "height_index", 3: "width_index"}
+    body = [
+        "pixel_block = tl.program_id(0)",
+        "channel_block = tl.program_id(1)",
+        "sample = tl.program_id(2).to(tl.int64)",
+        f"pixel_count = {sizes[2]} * {sizes[3]}",
+        "pixels = pixel_block * BLOCK_P + tl.arange(0, BLOCK_P)",
+        "channels = channel_block * BLOCK_C + tl.arange(0, BLOCK_C)",
+        f"mask = (pixels < pixel_count)[:, None] & (channels < {sizes[1]})[None, :]",
+        "# each element's offset in a row-major (n, c, h, w) and a channels-last (n, h, w, c) tensor of the domain",
+        "channels_wide = channels.to(tl.int64)[None, :]",
+        f"row_major_offsets = (sample * {sizes[1]} + channels_wide) * pixel_count + pixels.to(tl.int64)[:, None]",
+        f"channels_last_offsets = (sample * pixel_count + pixels.to(tl.int64)[:, None]) * {sizes[1]} + channels_wide",
+        "# inputs read through strides (broadcast or strided) take each element's indices, as blocks (a load whose",
+        "# pointer varies along none of the tile's dims still takes the tile's mask)",
+        "sample_wide = tl.full((1, 1), 0, tl.int64) + sample",
+        f"height_index = (pixels // {sizes[3]}).to(tl.int64)[:, None]",
+        f"width_index = (pixels % {sizes[3]}).to(tl.int64)[:, None]",
+    ]
+    others = [read.value for read in reads.reads if not read.contiguous_flag]
+    body += reads.load_lines(index_of_dim, "mask", values=others)
+    for read in full:
+        convert = "" if read.spec.dtype in ("float32", "bool") + INTEGER_DTYPES else ".to(tl.float32)"
+        strided = " + ".join(f"{index_of_dim[dim]} * {stride}" for dim, stride in read.strides.items())
+        flag, load = order_flags[read.value], f"{read.variable} = tl.load({read.pointer} + "
+        body += [
+            f"if {flag} == 1:",
+            f"{INDENT}{load}row_major_offsets, mask=mask){convert}",
+            f"elif {flag} == 2:",
+            f"{INDENT}{load}channels_last_offsets, mask=mask){convert}",
+            "else:",
+            f"{INDENT}{load}{strided}, mask=mask){convert}",
+        ]
+    body += compute
+    body.append("offsets = channels_last_offsets if CHANNELS_LAST else row_major_offsets")
+    for value in plan.outputs:
+        body.append(
+            f"tl.store({output_pointers[value]} + offsets, {stored(variables[value], graph.spec_of(value).dtype)}, mask=mask)"
+        )
+    parameters = (
+        reads.pointer_parameters()
+        + list(output_pointers.values())
+        + sizes
+        + reads.stride_parameters()
+        + [f"{flag}: tl.constexpr" for flag in order_flags.values()]
+        + ["CHANNELS_LAST: tl.constexpr", "BLOCK_P: tl.constexpr", "BLOCK_C: tl.constexpr"]
+    )
+    lines = ["@triton.jit", f"def {name}("] + [f"{INDENT}{parameter}," for parameter in parameters]
+    lines += [
+        "):",
+        f'{INDENT}"""{plan.kernel} for inputs in both layouts: each program computes a BLOCK_P x BLOCK_C tile of one',
+        f"{INDENT}sample's pixels by channels of the {domain_text(plan.domain)} domain, reading each full-size input",
+        f'{INDENT}along its own memory order (ORDER: 1 row-major, 2 channels-last, 0 through strides)."""',
+    ]
+    lines += [f"{INDENT}{line}" for line in body]
+    return TiledKernel("\n".join(lines) + "\n", name, order_flags)
 
 
 # a 4-d tensor's dims outermost first in channels-last memory: (batch, height, width, channels)
