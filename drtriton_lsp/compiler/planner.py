@@ -389,11 +389,11 @@ def _read_channels_last(graph: OpGraph, node: OpNode, readers: dict[str, list[st
     if not takes_channels_last(graph, node) or not readers.get(node.name):
         return False
     nodes = {member.name: member for member in graph.nodes}
-    def permutes_to_channels_last(reader: OpNode) -> bool:
-        dims = int_per_dim(reader.args[1], 4) if reader.op == "aten.permute.default" else None
+    def permutes_to_channels_last(reader: OpNode | None) -> bool:  # None: the graph's output reads it
+        dims = int_per_dim(reader.args[1], 4) if reader is not None and reader.op == "aten.permute.default" else None
         return dims is not None and tuple(dim % 4 for dim in dims) == TO_CHANNELS_LAST
 
-    return all(permutes_to_channels_last(nodes[reader]) for reader in readers[node.name])
+    return all(permutes_to_channels_last(nodes.get(reader)) for reader in readers[node.name])
 
 
 def _check_keep_layout(graph: OpGraph, node: OpNode, layout: str, number: int) -> None:
