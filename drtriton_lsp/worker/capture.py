@@ -28,6 +28,7 @@ from drtriton_lsp.compiler import aten_schemas
 from drtriton_lsp.compiler.graph import GraphInput, OpGraph, OpNode, TensorSpec
 from drtriton_lsp.errors import CaptureError
 from drtriton_lsp.worker.composite_ops import open_composite_ops
+from drtriton_lsp.worker.conv_bias import move_conv_bias_past_channels_last_permute
 from drtriton_lsp.worker.copied_views import fold_copies_into_reshapes
 from drtriton_lsp.worker.decomposed_norms import fold_decomposed_norms
 from drtriton_lsp.worker.in_place import functional_program, functionalize_in_place_ops, writes_in_place
@@ -234,8 +235,9 @@ def capture(model: torch.nn.Module, args: tuple, task_file: Path | None = None, 
     """Export `model` on `args` (see `export_with_fallback`), open composite ops export keeps whole (recurrent
     cells, prelu: worker/composite_ops.py), write in-place ops on fresh values as functional ops
     (worker/in_place.py), fold decomposed norms back (worker/decomposed_norms.py), copies made to be viewed into
-    reshapes (worker/copied_views.py) and log-probabilities picked at targets into cross-entropies
-    (worker/picked_log_probs.py), and flatten it into an OpGraph."""
+    reshapes (worker/copied_views.py), log-probabilities picked at targets into cross-entropies
+    (worker/picked_log_probs.py) and a convolution's bias past its permute to [N, H, W, C] (worker/conv_bias.py), and
+    flatten it into an OpGraph."""
     export = export_with_fallback(model, args, task_file, free_sizes)
     exported = open_composite_ops(export.program)
     functionalize_in_place_ops(exported.graph_module)
@@ -244,6 +246,7 @@ def capture(model: torch.nn.Module, args: tuple, task_file: Path | None = None, 
     fold_decomposed_norms(exported.graph_module)
     fold_copies_into_reshapes(exported.graph_module)
     fold_picked_log_probs(exported.graph_module)
+    move_conv_bias_past_channels_last_permute(exported.graph_module)
     graph = graph_from_exported(exported, task_file, user_input_names(model, args))
     schemas = schemas_of(graph)
     aten_schemas.remember(schemas)  # this process can plan what it captured, as a caller given the graph

@@ -123,8 +123,8 @@ def test_the_conversion_lays_out_any_input_channels_last(block_graph, load_progr
 
 
 class ConvNeXtStem(nn.Module):
-    """A depthwise convolution whose result is read as [N, H, W, C] (a ConvNeXt block's first half): the layer norm
-    and the linear after it read it so; `reads_nchw` adds a second reader of the convolution's own layout."""
+    """A depthwise convolution with a bias whose result is read as [N, H, W, C] (a ConvNeXt block's first half): the
+    layer norm and the linear after it read it so; `reads_nchw` adds a second reader of the convolution's own layout."""
 
     def __init__(self, channels: int = 8, reads_nchw: bool = False):
         super().__init__()
@@ -144,6 +144,10 @@ def test_a_convolution_read_as_channels_last_runs_so_by_default(load_program, de
     graph = capture(ConvNeXtStem(), (torch.randn(2, 8, 9, 9),))
     schedule = default_schedule(graph)
     assert schedule.steps[0] == KeepLine("conv2d", "channels_last")
+    # the bias, which cuDNN's channels-last kernels add in a pass of their own, is added by the layer norm's prologue
+    assert graph.nodes[0].args[2] is None and print_schedule(schedule).splitlines()[1].startswith(
+        "kernel normalize add,layer_norm "
+    )
     program = compile_with(graph, print_schedule(schedule))
     x = torch.randn(3, 8, 11, 10, device=device)
     with torch.no_grad():
@@ -151,9 +155,11 @@ def test_a_convolution_read_as_channels_last_runs_so_by_default(load_program, de
         actual = getattr(load_program(program), program.forward_function)(model, x)
     torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
     # a reader of the [N, C, H, W] order keeps PyTorch's layout; so does a convolution no one permutes
+    # so does its bias
     for other, channels in ((ConvNeXtStem(reads_nchw=True), 8), (ResidualBlock(), 6)):
         graph = capture(other, (torch.randn(2, channels, 9, 9),))
         assert not [line for line in default_schedule(graph).steps if isinstance(line, KeepLine) and line.layout]
+    assert capture(ConvNeXtStem(reads_nchw=True), (torch.randn(2, 8, 9, 9),)).nodes[0].args[2] is not None
 
 
 def test_kernels_given_a_contiguous_input_keep_the_default_layout(block_graph, load_program, device):
