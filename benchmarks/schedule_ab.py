@@ -33,12 +33,11 @@ TOLERATED_ERROR = 5e-2
 
 
 def edited(script: str, edits: list[list[str]]) -> str:
-    """The schedule with every (pattern, replacement) applied in order; an edit that changes nothing is an error."""
+    """The schedule with every (pattern, replacement) applied in order; a pattern that matches no line is an error."""
     for pattern, replacement in edits:
-        changed = re.sub(pattern, replacement, script, flags=re.MULTILINE)
-        if changed == script:
+        script, count = re.subn(pattern, replacement, script, flags=re.MULTILINE)
+        if not count:
             raise ValueError(f"the edit {pattern!r} -> {replacement!r} matches no line of the schedule")
-        script = changed
     return script
 
 
