@@ -725,10 +725,10 @@ class PointwiseTemplate(Template):
             lines.append(f"{INDENT}{domain_shape} = torch.broadcast_shapes({shapes})")
         memory_format = ""
         if follows_layout:
-            first = tensors[stored_full_shape[0].value]
+            first = tensors[_layout_source(graph, plan, [read.value for read in stored_full_shape])]
             lines += [
-                f"{INDENT}# the output takes the layout of the first full-size input (channels-last or not), as PyTorch's",
-                f"{INDENT}# elementwise ops do, and the offsets run over memory in that layout",
+                f"{INDENT}# the output takes the layout (channels-last or not) eager's ops would pass down to it, each",
+                f"{INDENT}# from its first full-size operand, and the offsets run over memory in that layout",
                 f"{INDENT}{layout} = (",
                 f"{INDENT * 2}torch.channels_last",
                 f"{INDENT * 2}if not {first}.is_contiguous() and {first}.is_contiguous(memory_format=torch.channels_last)",
@@ -916,6 +916,22 @@ def _tiled_kernel(
     ]
     lines += [f"{INDENT}{line}" for line in body]
     return TiledKernel("\n".join(lines) + "\n", name, order_flags)
+
+
+def _layout_source(graph: OpGraph, plan: KernelPlan, stored_inputs: list[str]) -> str:
+    """The full-size input whose layout eager PyTorch would give the kernel's first output: each elementwise op's
+    result takes the layout of its first full-size operand, so the chain is walked back from the output along first
+    full-size operands to an input. The first of `stored_inputs` (full-size inputs read as stored) where the walk
+    ends elsewhere (an embedding lookup or a reshape read)."""
+    nodes = {node.name: node for node in graph.nodes}
+    members = set(plan.nodes)
+    value = plan.outputs[0]
+    while value in members:
+        full_size = [ref for ref in nodes[value].input_refs() if graph.spec_of(ref).shape == plan.domain]
+        if not full_size:
+            break
+        value = full_size[0]
+    return value if value in stored_inputs else stored_inputs[0]
 
 
 # a 4-d tensor's dims outermost first in channels-last memory: (batch, height, width, channels)
