@@ -38,6 +38,19 @@ def load_program(program, directory: Path, name: str):
     return getattr(import_file(path, name), program.forward_function)
 
 
+def captured_on_gpu(path: Path, name: str):
+    """The problem at `path` on the GPU (seed 0): (model, inputs, its captured graph, the forward's parameters)."""
+    problem = import_file(path, name)
+    torch.manual_seed(0)
+    model = problem.Model(*problem.get_init_inputs()).eval().cuda()
+    inputs = [value.cuda() if isinstance(value, torch.Tensor) else value for value in problem.get_inputs()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = capture_graph(model, tuple(inputs))
+    params = [graph_input.target for graph_input in graph.inputs if graph_input.kind == "user_input"]
+    return model, inputs, graph, params
+
+
 def variants(graph, params) -> dict[str, object]:
     """name -> compiled program: the matmul lines of the default schedule rewritten."""
     default = print_schedule(default_schedule(graph))
@@ -78,14 +91,7 @@ def main() -> None:
     directory = Path(tempfile.mkdtemp())
     results = {}
     for number, path in enumerate(args.problems):
-        problem = import_file(path, f"problem_{number}")
-        torch.manual_seed(0)
-        model = problem.Model(*problem.get_init_inputs()).eval().cuda()
-        inputs = [value.cuda() if isinstance(value, torch.Tensor) else value for value in problem.get_inputs()]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            graph = capture_graph(model, tuple(inputs))
-        params = [graph_input.target for graph_input in graph.inputs if graph_input.kind == "user_input"]
+        model, inputs, graph, params = captured_on_gpu(path, f"problem_{number}")
         rows = {}
         with torch.no_grad():
             expected = model(*inputs)

@@ -16,7 +16,6 @@ import json
 import re
 import tempfile
 import traceback
-import warnings
 from pathlib import Path
 
 import torch
@@ -24,9 +23,8 @@ import triton
 
 from drtriton_lsp.compiler.planner import default_schedule
 from drtriton_lsp.compiler.script import print_schedule
-from drtriton_lsp.worker.capture import capture_graph
-from kernel_profile import import_file, kernel_table
-from matmul_loads_ab import PROFILED_KERNELS, compile_script, load_program
+from kernel_profile import kernel_table
+from matmul_loads_ab import PROFILED_KERNELS, captured_on_gpu, compile_script, load_program
 
 # the largest error a variant may show against eager, relative to eager's output scale, before it is not timed
 TOLERATED_ERROR = 5e-2
@@ -56,14 +54,7 @@ def measure_problem(
 ) -> dict:
     """Rows of eager, torch.compile (unless with_compile is False), the default schedule and every variant for the
     problem at `path`."""
-    problem = import_file(path, f"problem_{path.stem}")
-    torch.manual_seed(0)
-    model = problem.Model(*problem.get_init_inputs()).eval().cuda()
-    inputs = [value.cuda() if isinstance(value, torch.Tensor) else value for value in problem.get_inputs()]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        graph = capture_graph(model, tuple(inputs))
-    params = [graph_input.target for graph_input in graph.inputs if graph_input.kind == "user_input"]
+    model, inputs, graph, params = captured_on_gpu(path, f"problem_{path.stem}")
     default = print_schedule(default_schedule(graph))
     rows: dict[str, dict] = {}
     with torch.no_grad():
