@@ -106,13 +106,13 @@ def test_parameters_under_numbered_submodules_are_read_with_get_parameter(run_hy
 
 
 def test_the_forward_computes_with_the_module_tensors_it_is_given_and_reads_its_own_without_them(
-        compile_model, load_program):
+        compile_model, load_program, device):
     model = nn.Sequential(nn.Linear(6, 6), nn.Tanh()).eval()
-    x = torch.randn(4, 6)
-    program = compile_model(model, (x,))
+    program = compile_model(model, (torch.randn(4, 6),))
     forward = getattr(load_program(program), program.forward_function)
+    model, x = model.to(device), torch.randn(4, 6, device=device)
     # what the written dispatch passes: the tensors its guards read and checked, by path
-    given = {"0.weight": torch.eye(6), "0.bias": torch.zeros(6)}
+    given = {"0.weight": torch.eye(6, device=device), "0.bias": torch.zeros(6, device=device)}
     with torch.no_grad():
         torch.testing.assert_close(forward(model, x, drtriton_module_tensors=given), torch.tanh(x))
         torch.testing.assert_close(forward(model, x), model(x))  # called directly: its own parameters

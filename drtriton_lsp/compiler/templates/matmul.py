@@ -360,10 +360,8 @@ class MatmulTemplate(Template):
         half = node.spec.dtype != "float32"
         if full_wave and half:
             # measured on an H200 (fp16, 4096^3): 128x256x64 with 8 warps ~20 % faster than 128x128x64;
-            # a short K (attention scores) leaves nothing to pipeline and runs best on 128x128, 4 warps
-            tile_sizes, warps, stages = (
-                ((128, 256, 64), 8, 3) if size.depth >= 256 else ((128, 128, _short_depth_slice(size.depth)), 4, 3)
-            )
+            # a short K leaves nothing to pipeline: 128x128, 4 warps (smaller still below, unless narrow)
+            tile_sizes, warps, stages = ((128, 256, 64), 8, 3) if size.depth >= 256 else ((128, 128, 64), 4, 3)
         elif full_wave:
             tile_sizes, warps, stages = (128, 64, 32), 4, 3
         else:
@@ -385,6 +383,11 @@ class MatmulTemplate(Template):
                 tile_sizes[2],
             )
             warps = 4
+        elif full_wave and half and size.depth < 256:
+            # a short K is bound by the epilogue and the stores: 64x128x32 tiles (twice the programs of 128x128, half
+            # the registers each) ran bf16 linears of K = 64, 96 and 192 with a GELU or a scale 1.1-1.3x faster than
+            # 128x128x64 on an H200 (benchmarks/results/schedule-ab-h200-2026-12-05.md)
+            tile_sizes = (64, 128, 32)
         return {
             "tile": tile_sizes, "group": 8, "warps": warps, "stages": stages, "precision": "ieee", "loads": "pointers"
         }
@@ -392,14 +395,6 @@ class MatmulTemplate(Template):
     def render(self, plan: KernelPlan, context: RenderContext) -> str:
         node = next(node for node in context.graph.nodes if node.name == plan.anchor)
         return MatmulKernel(plan, context, node, matmul_form(node, context.graph)).source()
-
-
-def _short_depth_slice(depth: int) -> int:
-    """The K slice (32 or 64) of a short depth that pads it least, the larger on a tie: a short K is walked in
-    one to four slices, and the masked part of the last is loads and products that add nothing. Measured on an H200
-    (benchmarks/results/schedule-ab-h200-2026-12-05.md): a ConvNeXt block's K=96 bfloat16 linear with its GELU took
-    583 us in 128x128x64 tiles (two slices, the second half masked) and 466 us in 128x128x32 (three)."""
-    return min((64, 32), key=lambda width: math.ceil(depth / width) * width)
 
 
 class MatmulKernel:
