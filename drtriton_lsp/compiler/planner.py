@@ -34,6 +34,7 @@ from drtriton_lsp.compiler.script import KeepLine, KernelLine, Schedule, parse_s
 from drtriton_lsp.compiler.templates import POINTWISE, ROW, TEMPLATES, anchor_of
 from drtriton_lsp.compiler.templates.base import KernelPlan, int_per_dim
 from drtriton_lsp.compiler.templates.copy import COPY_OPS
+from drtriton_lsp.compiler.templates.pointwise import CHANNELS_LAST_ORDER
 from drtriton_lsp.compiler.templates.row import RowGroupError, row_group
 
 # export's own check that a traced `.to()` saw the dtype and device it expects; it returns
@@ -186,8 +187,8 @@ def default_schedule(graph: OpGraph) -> Schedule:
     steps: list[KernelLine | KeepLine] = []
     for step in partition_graph(scheduled, default_role, is_mutating, readers, roles.implied):
         if not isinstance(step, GroupStep):
-            node = nodes[step.node]
-            steps.append(KeepLine(step.node, "channels_last" if _read_channels_last(graph, node, readers) else None))
+            relaid = _read_channels_last(graph, nodes, nodes[step.node], readers)
+            steps.append(KeepLine(step.node, "channels_last" if relaid else None))
             continue
         kept_reads = _read_members_kept_from(graph, nodes, readers, step)
         if kept_reads:
@@ -377,21 +378,19 @@ def takes_channels_last(graph: OpGraph, node: OpNode) -> bool:
     return node.op in CHANNELS_LAST_OPS and spec is not None and spec.rank == 4
 
 
-# the dims of a permute that reads a batch of images [N, C, H, W] as [N, H, W, C]
-TO_CHANNELS_LAST = (0, 2, 3, 1)
-
-
-def _read_channels_last(graph: OpGraph, node: OpNode, readers: dict[str, list[str]]) -> bool:
+def _read_channels_last(
+    graph: OpGraph, nodes: dict[str, OpNode], node: OpNode, readers: dict[str, list[str]]
+) -> bool:
     """Whether a kept 2-d convolution runs channels-last by default: every reader of its result permutes it to
     [N, H, W, C], which the channels-last result is already, in memory order. Measured on the H200
     (benchmarks/results/schedule-ab-h200-2026-12-05.md): a ConvNeXt block's bf16 depthwise 7x7 convolution took
     1336 us in PyTorch's NCHW kernel and 285 us channels-last (plus 44 us to convert its input)."""
     if not takes_channels_last(graph, node) or not readers.get(node.name):
         return False
-    nodes = {member.name: member for member in graph.nodes}
+
     def permutes_to_channels_last(reader: OpNode | None) -> bool:  # None: the graph's output reads it
         dims = int_per_dim(reader.args[1], 4) if reader is not None and reader.op == "aten.permute.default" else None
-        return dims is not None and tuple(dim % 4 for dim in dims) == TO_CHANNELS_LAST
+        return dims is not None and tuple(dim % 4 for dim in dims) == CHANNELS_LAST_ORDER
 
     return all(permutes_to_channels_last(nodes.get(reader)) for reader in readers[node.name])
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import torch
 
+from drtriton_lsp.compiler.templates.pointwise import CHANNELS_LAST_ORDER
+
 aten = torch.ops.aten
 
 # convolution overloads whose third argument is the bias, added along the channels (dim 1)
 BIASED_CONVOLUTIONS = (aten.conv2d.default, aten.convolution.default)
-# the permute that reads [N, C, H, W] as [N, H, W, C]
-TO_CHANNELS_LAST = (0, 2, 3, 1)
 
 
 def move_conv_bias_past_channels_last_permute(graph_module: torch.fx.GraphModule) -> list[str]:
@@ -54,4 +54,5 @@ def _channels_last_reader(convolution: torch.fx.Node) -> torch.fx.Node | None:
     [permute] = convolution.users
     if permute.target is not aten.permute.default or permute.args[0] is not convolution:
         return None
-    return permute if tuple(dim % 4 for dim in permute.args[1]) == TO_CHANNELS_LAST else None
+    # the permute that reads [N, C, H, W] as [N, H, W, C]
+    return permute if tuple(dim % 4 for dim in permute.args[1]) == CHANNELS_LAST_ORDER else None

@@ -239,10 +239,7 @@ class DomainReads:
             lines.append("# a contiguous input of the domain's shape is read straight at the flat offsets")
         masked = f", mask={mask}" if mask else ""
         for read in reads:
-            dtype = read.spec.dtype
-            # compute in float32; bool tensors stay int1 so they can serve as conditions, and integers stay as they
-            # are, so they compare exactly (an op that computes with one converts it: elementwise.float_expression)
-            convert = "" if dtype in ("float32", "bool") + INTEGER_DTYPES else ".to(tl.float32)"
+            convert = _float_conversion(read.spec.dtype)
             if read.lookup is not None:
                 lines += _lookup_lines(read, index_of_dim, mask, convert, narrow_mask)
                 continue
@@ -256,7 +253,7 @@ class DomainReads:
                 lines.append(f"# {read.variable}: {read.reshaped.source} reshaped, read in levels of its strides")
                 strided = " + ".join(_level_terms(read, dim, index_of_dim[dim]) for dim in read.strides)
             else:
-                strided = " + ".join(f"{index_of_dim[dim]} * {stride}" for dim, stride in read.strides.items())
+                strided = _strided_offsets(read, index_of_dim)
             strided_load = f"{read.variable} = tl.load({read.pointer} + {strided}{masked}){convert}"
             if read.contiguous_flag is None or flat_offsets is None:
                 if len(read.strides) < sum(1 for size in self.domain if size != 1):
@@ -372,6 +369,18 @@ def _level_terms(read: DomainRead, dim: int, index: str) -> str:
             term = f"({term} % {sizes[level - 1]})"
         terms.append(f"{term} * {stride}")
     return " + ".join(terms)
+
+
+def _float_conversion(dtype: str) -> str:
+    """What a loaded value of `dtype` is converted with: float32 as computed; bool stays int1 so it can serve as a
+    condition, and integers stay as they are so they compare exactly (an op that computes with one converts it:
+    elementwise.float_expression)."""
+    return "" if dtype in ("float32", "bool") + INTEGER_DTYPES else ".to(tl.float32)"
+
+
+def _strided_offsets(read: DomainRead, index_of_dim: dict[int, str]) -> str:
+    """A plain read's element offsets through its strides, at the given domain indices."""
+    return " + ".join(f"{index_of_dim[dim]} * {stride}" for dim, stride in read.strides.items())
 
 
 def _wrapper_value(encoded, tensors: dict[str, str]) -> str:
@@ -810,7 +819,7 @@ class TiledKernel:
         other = scope.fresh("other_layout")
         full = [tensors[value] for value in self.order_flags]
         mixed = " or ".join(
-            f"({tensor}.is_contiguous(memory_format={other}) and not {tensor}.is_contiguous(memory_format={layout}))"
+            f"(not {tensor}.is_contiguous(memory_format={layout}) and {tensor}.is_contiguous(memory_format={other}))"
             for tensor in full
         )
         orders = [
@@ -882,8 +891,7 @@ def _tiled_kernel(
     others = [read.value for read in reads.reads if not read.contiguous_flag]
     body += reads.load_lines(index_of_dim, "mask", values=others)
     for read in full:
-        convert = "" if read.spec.dtype in ("float32", "bool") + INTEGER_DTYPES else ".to(tl.float32)"
-        strided = " + ".join(f"{index_of_dim[dim]} * {stride}" for dim, stride in read.strides.items())
+        convert, strided = _float_conversion(read.spec.dtype), _strided_offsets(read, index_of_dim)
         flag, load = order_flags[read.value], f"{read.variable} = tl.load({read.pointer} + "
         body += [
             f"if {flag} == 1:",
